@@ -1,0 +1,1 @@
+"""Infrastructure: PostgreSQL event store and key store, crypto, embedded PostgreSQL."""

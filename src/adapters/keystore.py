@@ -1,0 +1,85 @@
+"""Per-memory data keys, wrapped by the master key, kept apart from the events.
+
+Destroying a key row is what 'forget' means for every copy that only ever held
+ciphertext under it: events, views, the write-ahead log and backups of those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from eventsourcing.postgres import PostgresDatastore
+
+from .crypto import MasterKey, new_data_key
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS engram_data_keys (
+    key_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    wrapped bytea NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+) WITH (fillfactor = 50);
+CREATE TABLE IF NOT EXISTS engram_destroyed_keys (
+    key_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    destroyed_at timestamptz NOT NULL
+);
+"""
+
+
+class KeyStore:
+    def __init__(self, datastore: PostgresDatastore, master: MasterKey) -> None:
+        self.datastore = datastore
+        self.master = master
+
+    def create_tables(self) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(SCHEMA)
+
+    def create(self, key_id: Any, company: str) -> None:
+        key = new_data_key()
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "INSERT INTO engram_data_keys (key_id, company, wrapped) VALUES (%s, %s, %s) "
+                "ON CONFLICT (key_id) DO NOTHING",
+                (key_id, company, self.master.wrap(key, str(key_id))),
+            )
+
+    def get(self, key_id: Any) -> bytes | None:
+        return self.get_many([key_id]).get(str(key_id))
+
+    def get_many(self, key_ids: Iterable[Any]) -> dict[str, bytes]:
+        ids = list({str(k) for k in key_ids})
+        if not ids:
+            return {}
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(
+                "SELECT key_id, wrapped FROM engram_data_keys WHERE key_id = ANY(%s::uuid[])", (ids,)
+            )
+            rows = curs.fetchall()
+        return {str(r["key_id"]): self.master.unwrap(bytes(r["wrapped"]), str(r["key_id"])) for r in rows}
+
+    def unwrap_row(self, key_id: Any, wrapped: bytes | None) -> bytes | None:
+        """Unwrap a key fetched by a view query's join (saves a round trip on the hot path)."""
+        return None if wrapped is None else self.master.unwrap(bytes(wrapped), str(key_id))
+
+    def destroy(self, key_id: Any, company: str, at: datetime) -> datetime:
+        """Delete the key and note when; idempotent. Returns when it was destroyed."""
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute("DELETE FROM engram_data_keys WHERE key_id = %s", (key_id,))
+            curs.execute(
+                "INSERT INTO engram_destroyed_keys (key_id, company, destroyed_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (key_id) DO NOTHING",
+                (key_id, company, at),
+            )
+            curs.execute("SELECT destroyed_at FROM engram_destroyed_keys WHERE key_id = %s", (key_id,))
+            row = curs.fetchone()
+        assert row is not None
+        return row["destroyed_at"]
+
+    def vacuum(self) -> None:
+        """Reclaim the dead row versions that still hold destroyed wrapped keys."""
+        with self.datastore.get_connection() as conn:
+            conn.execute("VACUUM engram_data_keys")

@@ -1,0 +1,77 @@
+"""An event mapper that seals each event's personal fields under its memory's data key.
+
+The built-in cipher is one key per application; forgetting needs one key per memory.
+A stored event keeps its metadata in the clear and its personal fields in `_sealed`.
+When the key is gone the event still decodes, with those fields set to None.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
+from eventsourcing.utils import resolve_topic
+
+from .crypto import seal, unseal
+from .keystore import KeyStore
+
+SEALED = "_sealed"
+
+
+def _aad(originator_id: Any, version: int) -> bytes:
+    return f"{originator_id}:{version}".encode()
+
+
+class SealingMapper(Mapper):
+    def __init__(self, transcoder: Transcoder, keys: KeyStore) -> None:
+        super().__init__(transcoder=transcoder)
+        self.keys = keys
+        self.json = transcoder
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        personal = getattr(type(domain_event), "personal_fields", ())
+        if not personal:
+            return super().to_stored_event(domain_event)
+        stored = super().to_stored_event(domain_event)
+        state = self.json.decode(stored.state)
+        secret = {name: state.pop(name) for name in personal}
+        key = self.keys.get(stored.originator_id)
+        if key is None:
+            raise LookupError("no data key for this memory; it may have been forgotten")
+        blob = seal(key, self.json.encode(secret), _aad(stored.originator_id, stored.originator_version))
+        state[SEALED] = base64.b64encode(blob).decode()
+        return StoredEvent(
+            originator_id=stored.originator_id,
+            originator_version=stored.originator_version,
+            topic=stored.topic,
+            state=self.json.encode(state),
+        )
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        state = self.json.decode(stored_event.state)
+        if SEALED not in state:
+            return super().to_domain_event(stored_event)
+        blob = base64.b64decode(state.pop(SEALED))
+        personal = getattr(resolve_topic(stored_event.topic), "personal_fields", ())
+        secret: dict[str, Any] = {name: None for name in personal}
+        key = self.keys.get(stored_event.originator_id)
+        if key is not None:
+            try:
+                secret.update(
+                    self.json.decode(
+                        unseal(key, blob, _aad(stored_event.originator_id, stored_event.originator_version))
+                    )
+                )
+            except InvalidTag:
+                pass  # a tampered or foreign ciphertext reads like a shredded one
+        state.update(secret)
+        return super().to_domain_event(
+            StoredEvent(
+                originator_id=stored_event.originator_id,
+                originator_version=stored_event.originator_version,
+                topic=stored_event.topic,
+                state=self.json.encode(state),
+            )
+        )

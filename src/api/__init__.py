@@ -1,0 +1,1 @@
+"""Entry points: the HTTP API, the CLI, and the composition root that wires them."""

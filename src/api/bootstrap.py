@@ -1,0 +1,106 @@
+"""The composition root: configuration in, a running Engram (service + projectors) out."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from adapters.blind_index import BlindIndex
+from adapters.crypto import MasterKey
+from adapters.database import Database, EmbeddedPostgres
+from domain.clock import Clock
+from projections.base import EngramProjection, ProjectorRunner
+from projections.recall import RecallProjection, RecallQueries, RecallView
+from projections.review import ReviewProjection, ReviewView
+from service.engram import EngramApplication, MemoryService
+from service.settings import Settings
+
+log = logging.getLogger("engram")
+
+PROJECTIONS = ("recall", "review")
+
+
+def master_key(settings: Settings) -> MasterKey:
+    if settings.master_key:
+        return MasterKey.from_text(settings.master_key)
+    return MasterKey.load_or_create(settings.data_dir / "master.key")
+
+
+def token_secret(settings: Settings) -> str:
+    return settings.token_secret or master_key(settings).token_secret()
+
+
+@dataclass
+class Engram:
+    settings: Settings
+    database: Database
+    master: MasterKey
+    app: EngramApplication
+    projections: dict[str, EngramProjection]
+    runner: ProjectorRunner
+    service: MemoryService
+    embedded: EmbeddedPostgres | None = None
+    background: bool = field(default=False)
+
+    @classmethod
+    def open(
+        cls,
+        settings: Settings | None = None,
+        *,
+        database: Database | None = None,
+        clock: Clock | None = None,
+        background: bool = True,
+    ) -> Engram:
+        settings = settings or Settings()
+        embedded = None
+        if database is None:
+            if settings.database_url:
+                database = Database.from_url(settings.database_url)
+            else:
+                embedded = EmbeddedPostgres(settings.data_dir.resolve())
+                database = embedded.start()
+        master = master_key(settings)
+        app = EngramApplication(database.eventsourcing_env(settings.pool_size), master)
+        datastore = app.factory.datastore  # type: ignore[attr-defined]
+        index = BlindIndex(master)
+        recall_view = RecallView(datastore, "recall")
+        review_view = ReviewView(datastore, "review")
+        for view in (recall_view, review_view):
+            view.create_table()
+        projections: dict[str, EngramProjection] = {
+            "recall": RecallProjection(recall_view, app.keys, index),
+            "review": ReviewProjection(review_view, app.keys),
+        }
+        runner = ProjectorRunner(
+            app.recorder, app.mapper.to_domain_event, list(projections.values()),
+            poll_interval=settings.poll_interval,
+        )
+        service = MemoryService(
+            app, runner, RecallQueries(datastore), index, clock or Clock(),
+            max_text_bytes=settings.max_text_bytes,
+            candidate_ttl=timedelta(days=settings.candidate_ttl_days),
+        )
+        engram = cls(settings, database, master, app, projections, runner, service, embedded, background)
+        runner.catch_up_all()
+        if background:
+            runner.start()
+        return engram
+
+    def status(self) -> list[dict[str, object]]:
+        head = self.app.recorder.max_notification_id() or 0
+        return [
+            {"projection": name, "position": p.view.position(), "head": head, "lag": head - p.view.position()}
+            for name, p in self.projections.items()
+        ]
+
+    def rebuild(self, name: str, progress: object = None) -> int:
+        projection = self.projections[name]
+        projection.rebuild_clear()
+        return self.runner.catch_up(projection)
+
+    def close(self) -> None:
+        self.runner.stop()
+        self.app.close()
+        if self.embedded is not None:
+            self.embedded.stop()

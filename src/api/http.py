@@ -1,0 +1,122 @@
+"""The HTTP API. Routes stay thin: parse, call the service, return."""
+
+
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.middleware.base import BaseHTTPMiddleware
+
+from domain.scope import Caller
+from service.engram import MemoryService
+
+from . import problems
+from .bootstrap import Engram
+from .exports import to_markdown
+from .identity import caller_from_token
+from .schemas import ConfirmIn, CorrectIn, RecallIn, RememberIn
+
+MAX_BODY_BYTES = 256 * 1024
+
+
+class BodyLimit(BaseHTTPMiddleware):
+    async def dispatch(self, request: Request, call_next: Any) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return problems.problem(413, "body_too_large", "Body too large",
+                                    f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+        return await call_next(request)
+
+
+def create_app(engram: Engram, token_secret: str) -> FastAPI:
+    app = FastAPI(title="Engram", version="1", docs_url=None, redoc_url=None)
+    app.add_middleware(BodyLimit)
+    problems.install(app)
+    app.state.engram = engram
+
+    def service() -> MemoryService:
+        return engram.service
+
+    def caller(request: Request) -> Caller:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        return caller_from_token(token_secret, token.strip() if scheme.lower() == "bearer" else None)
+
+    Who = Annotated[Caller, Depends(caller)]
+    Svc = Annotated[MemoryService, Depends(service)]
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        engram.app.recorder.max_notification_id()
+        return {"status": "ok"}
+
+    @app.post("/v1/memories", status_code=201)
+    def remember(body: RememberIn, who: Who, svc: Svc) -> Any:
+        memory = svc.remember(
+            who, text=body.text, source=body.source.model_dump(), occurred_at=body.occurred_at,
+            visibility=body.visibility, team=body.team, valid_from=body.valid_from, valid_to=body.valid_to,
+        )
+        return memory
+
+    @app.get("/v1/memories")
+    def list_memories(
+        who: Who, svc: Svc,
+        q: Annotated[str | None, Query(max_length=1024)] = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        cursor: Annotated[str | None, Query(max_length=512)] = None,
+        status: Annotated[Literal["confirmed", "forgotten", "all"] | None, Query()] = None,
+    ) -> Any:
+        return svc.list_memories(who, q=q, limit=limit, cursor=cursor, status=status)
+
+    @app.get("/v1/memories/{memory_id}")
+    def get_memory(memory_id: str, who: Who, svc: Svc) -> Any:
+        return svc.get(who, memory_id)
+
+    @app.get("/v1/memories/{memory_id}/history")
+    def history(memory_id: str, who: Who, svc: Svc) -> Any:
+        return svc.history(who, memory_id)
+
+    @app.post("/v1/memories/{memory_id}/correct")
+    def correct(memory_id: str, body: CorrectIn, who: Who, svc: Svc) -> Any:
+        return svc.correct(who, memory_id, text=body.text, valid_from=body.valid_from,
+                           valid_to=body.valid_to, reason=body.reason)
+
+    @app.post("/v1/memories/{memory_id}/forget", status_code=202)
+    def forget(memory_id: str, who: Who, svc: Svc) -> Any:
+        return svc.forget(who, memory_id)
+
+    @app.get("/v1/forgets/{forget_id}")
+    def forget_status(forget_id: str, who: Who, svc: Svc) -> Any:
+        return svc.forget_status(who, forget_id)
+
+    @app.get("/v1/candidates")
+    def candidates(who: Who, svc: Svc) -> Any:
+        return svc.candidates(who)
+
+    @app.post("/v1/candidates/{memory_id}/confirm")
+    def confirm(memory_id: str, who: Who, svc: Svc, body: ConfirmIn | None = None) -> Any:
+        body = body or ConfirmIn()
+        return svc.confirm(who, memory_id, text=body.text, acknowledge_sensitive=body.acknowledge_sensitive)
+
+    @app.post("/v1/candidates/{memory_id}/reject")
+    def reject(memory_id: str, who: Who, svc: Svc) -> Any:
+        return svc.reject(who, memory_id)
+
+    @app.post("/v1/recall")
+    def recall(body: RecallIn, who: Who, svc: Svc) -> Any:
+        return svc.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit)
+
+    @app.get("/v1/export")
+    def export(who: Who, svc: Svc, format: Literal["json", "markdown"] = "json") -> Any:  # noqa: A002
+        data = svc.export(who)
+        if format == "markdown":
+            return PlainTextResponse(to_markdown(data), media_type="text/markdown; charset=utf-8")
+        return JSONResponse(jsonable(data))
+
+    return app
+
+
+def jsonable(data: Any) -> Any:
+    from fastapi.encoders import jsonable_encoder
+
+    return jsonable_encoder(data)

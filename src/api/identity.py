@@ -1,0 +1,75 @@
+"""The one token decoder: a verified JWT becomes a Caller, or the request gets 401."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import jwt
+
+from domain.errors import DomainError
+from domain.scope import ENTRIES, ROLES, Caller
+
+ALGORITHM = "HS256"
+
+
+class Unauthenticated(DomainError):
+    code, status, title = "unauthenticated", 401, "Authentication required"
+
+
+class TokenExpired(Unauthenticated):
+    code, title = "token_expired", "Token expired"
+
+
+class InvalidToken(Unauthenticated):
+    code, title = "invalid_token", "Token is not valid"
+
+
+def issue_token(
+    secret: str,
+    *,
+    company: str,
+    user: str,
+    role: str = "user",
+    bot: str | None = None,
+    entry: str = "api",
+    ttl: timedelta = timedelta(hours=12),
+    now: datetime | None = None,
+) -> str:
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}")
+    if entry not in ENTRIES:
+        raise ValueError(f"entry must be one of {', '.join(ENTRIES)}")
+    if role == "bot" and not bot:
+        raise ValueError("a bot token needs --bot")
+    now = now or datetime.now(timezone.utc)
+    claims: dict[str, Any] = {
+        "sub": user, "company": company, "role": role, "entry": entry,
+        "iat": int(now.timestamp()), "exp": int((now + ttl).timestamp()),
+    }
+    if bot:
+        claims["bot"] = bot
+    return jwt.encode(claims, secret, algorithm=ALGORITHM)
+
+
+def caller_from_token(secret: str, token: str | None) -> Caller:
+    if not token:
+        raise Unauthenticated("a bearer token is required")
+    try:
+        claims = jwt.decode(
+            token, secret, algorithms=[ALGORITHM],
+            options={"require": ["sub", "company", "role", "exp"]},
+        )
+    except jwt.ExpiredSignatureError:
+        raise TokenExpired("the token has expired") from None
+    except jwt.PyJWTError:
+        raise InvalidToken("the token could not be verified") from None
+    sub, company, role = claims.get("sub"), claims.get("company"), claims.get("role")
+    bot, entry = claims.get("bot"), claims.get("entry", "api")
+    if not (isinstance(sub, str) and sub and isinstance(company, str) and company):
+        raise InvalidToken("the token lacks a person or a company")
+    if role not in ROLES or entry not in ENTRIES:
+        raise InvalidToken("the token names an unknown role or entry")
+    if role == "bot" and not (isinstance(bot, str) and bot):
+        raise InvalidToken("a bot token must name its bot")
+    return Caller(company=company, person=sub, role=role, bot=bot if role == "bot" else None, entry=entry)

@@ -1,0 +1,50 @@
+"""Request bodies. Strict types: a number where text belongs is a 422, not a coercion."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictStr
+
+Id = Annotated[StrictStr, Field(min_length=1, max_length=200)]
+
+
+class SourceIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    kind: Id
+    id: Id
+    message_id: Id | None = None
+
+
+class RememberIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    text: StrictStr
+    explicit: StrictBool = True
+    source: SourceIn
+    occurred_at: AwareDatetime | None = None
+    visibility: Literal["general", "restricted"] = "general"
+    team: Id | None = None
+    valid_from: AwareDatetime | None = None
+    valid_to: AwareDatetime | None = None
+
+
+class ConfirmIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    text: StrictStr | None = None
+    acknowledge_sensitive: StrictBool = False
+
+
+class CorrectIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    text: StrictStr
+    valid_from: AwareDatetime | None = None
+    valid_to: AwareDatetime | None = None
+    reason: StrictStr | None = None
+
+
+class RecallIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    query: StrictStr = ""
+    as_of: AwareDatetime | None = None
+    max_bytes: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 17_500
+    limit: Annotated[int, Field(strict=True, ge=1, le=200)] = 20

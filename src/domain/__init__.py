@@ -1,0 +1,1 @@
+"""The business of Engram: memories, their scope, their lifecycle. Pure: no I/O."""

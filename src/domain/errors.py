@@ -1,0 +1,53 @@
+"""Domain errors: values with a code, raised here and mapped to HTTP once at the edge."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    code = "domain_error"
+    status = 400
+    title = "Request refused"
+
+    def __init__(self, detail: str | None = None) -> None:
+        super().__init__(detail or self.title)
+        self.detail = detail or self.title
+
+
+class NotFound(DomainError):
+    code, status, title = "not_found", 404, "Not found"
+
+
+class Forbidden(DomainError):
+    code, status, title = "forbidden", 403, "Forbidden"
+
+
+class InvalidText(DomainError):
+    code, status, title = "invalid_text", 422, "Text is not valid"
+
+
+class TextTooLarge(DomainError):
+    code, status, title = "text_too_large", 413, "Text is too large"
+
+
+class InvalidScope(DomainError):
+    code, status, title = "invalid_scope", 422, "Scope is not valid"
+
+
+class InvalidValidTime(DomainError):
+    code, status, title = "invalid_valid_time", 422, "Valid time is not valid"
+
+
+class MemoryForgotten(DomainError):
+    code, status, title = "memory_forgotten", 409, "The memory was forgotten"
+
+
+class NotAConfirmedMemory(DomainError):
+    code, status, title = "not_confirmed", 409, "The memory is not confirmed"
+
+
+class NotACandidate(DomainError):
+    code, status, title = "not_a_candidate", 409, "Not a pending candidate"
+
+
+class SensitiveAckRequired(DomainError):
+    code, status, title = "sensitive_ack_required", 409, "Sensitive content needs acknowledgement"

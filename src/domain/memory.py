@@ -1,0 +1,341 @@
+"""The Memory aggregate: a candidate or confirmed memory, and its whole lifecycle.
+
+Business checks live in the public methods; the event classes only apply state,
+because their `apply` runs again on every replay. Fields named in an event's
+`personal_fields` hold personal text and are sealed at rest by the event mapper;
+after a forget they replay as None.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+from uuid import UUID, uuid4
+
+from eventsourcing.domain import Aggregate
+
+from .errors import (
+    InvalidValidTime,
+    MemoryForgotten,
+    NotACandidate,
+    NotAConfirmedMemory,
+    SensitiveAckRequired,
+)
+from .scope import Scope
+
+PENDING = "pending_review"
+CONFIRMED = "confirmed"
+REJECTED = "rejected"
+EXPIRED = "expired"
+FORGOTTEN = "forgotten"
+
+NORMAL = "normal"
+SENSITIVE = "sensitive"
+
+SUPERSEDE = "supersede"
+REPLACE = "replace"
+
+
+def check_valid_time(valid_from: datetime | None, valid_to: datetime | None) -> None:
+    if valid_from is not None and valid_to is not None and valid_to <= valid_from:
+        raise InvalidValidTime("valid_to must be later than valid_from")
+
+
+def evidence_item(quote: str | None, source: dict[str, Any], occurred_at: datetime | None) -> dict[str, Any]:
+    return {"quote": quote, "source": dict(source), "occurred_at": occurred_at}
+
+
+class Memory(Aggregate):
+    class Event(Aggregate.Event):
+        personal_fields: ClassVar[tuple[str, ...]] = ()
+        actor: str
+
+    class Created(Event, Aggregate.Created):
+        """Common shape of the two ways a memory comes to be."""
+
+        personal_fields = ("text", "evidence")
+        company: str
+        person: str
+        visibility: str
+        team: str | None
+        source: dict[str, Any]
+        text: str | None
+        evidence: list[dict[str, Any]] | None
+        valid_from: datetime | None
+        valid_to: datetime | None
+
+        def apply(self, memory: Memory) -> None:
+            memory.company = self.company
+            memory.person = self.person
+            memory.visibility = self.visibility
+            memory.team = self.team
+            memory.source = self.source
+            memory.evidence = self.evidence
+            memory.review = NORMAL
+            memory.expires_at = None
+            memory.forget_id = None
+            memory.revisions = [
+                {
+                    "revision": 1,
+                    "text": self.text,
+                    "valid_from": self.valid_from,
+                    "valid_to": self.valid_to,
+                    "time_uncertain": self.valid_from is None,
+                    "at": self.timestamp,
+                    "actor": self.actor,
+                    "mode": None,
+                }
+            ]
+
+    class Remembered(Created):
+        """An explicit request to remember: confirmed as stated."""
+
+        def apply(self, memory: Memory) -> None:
+            super().apply(memory)
+            memory.status = CONFIRMED
+
+    class Proposed(Created):
+        """A candidate learned from what the person said; waits for review."""
+
+        review: str
+        expires_at: datetime | None
+
+        def apply(self, memory: Memory) -> None:
+            super().apply(memory)
+            memory.status = PENDING
+            memory.review = self.review
+            memory.expires_at = self.expires_at
+
+    class Confirmed(Event):
+        personal_fields = ("text",)
+        text: str | None
+        edited: bool
+
+        def apply(self, memory: Memory) -> None:
+            memory.status = CONFIRMED
+            if self.edited:
+                memory.revisions[-1] = {**memory.revisions[-1], "text": self.text}
+
+    class Rejected(Event):
+        def apply(self, memory: Memory) -> None:
+            memory.status = REJECTED
+
+    class Expired(Event):
+        def apply(self, memory: Memory) -> None:
+            memory.status = EXPIRED
+
+    class Corrected(Event):
+        personal_fields = ("text", "reason")
+        revision: int
+        text: str | None
+        valid_from: datetime | None
+        valid_to: datetime | None
+        reason: str | None
+        mode: str
+
+        def apply(self, memory: Memory) -> None:
+            memory.revisions.append(
+                {
+                    "revision": self.revision,
+                    "text": self.text,
+                    "valid_from": self.valid_from,
+                    "valid_to": self.valid_to,
+                    "time_uncertain": self.valid_from is None
+                    and memory.revisions[-1]["time_uncertain"],
+                    "at": self.timestamp,
+                    "actor": self.actor,
+                    "mode": self.mode,
+                }
+            )
+
+    class Forgotten(Event):
+        """Terminal. Carries no content; the data key is destroyed before it is recorded."""
+
+        forget_id: str
+        key_destroyed_at: datetime
+
+        def apply(self, memory: Memory) -> None:
+            memory.status = FORGOTTEN
+            memory.forget_id = self.forget_id
+
+    # -- creation -------------------------------------------------------------
+
+    @classmethod
+    def remember(
+        cls,
+        *,
+        scope: Scope,
+        source: dict[str, Any],
+        text: str,
+        evidence: list[dict[str, Any]],
+        valid_from: datetime | None,
+        valid_to: datetime | None,
+        actor: str,
+        at: datetime,
+        id: UUID | None = None,
+    ) -> Memory:
+        check_valid_time(valid_from, valid_to)
+        return cls._create(
+            cls.Remembered,
+            id=id or uuid4(),
+            timestamp=at,
+            actor=actor,
+            company=scope.company,
+            person=scope.person,
+            visibility=scope.visibility,
+            team=scope.team,
+            source=dict(source),
+            text=text,
+            evidence=evidence,
+            valid_from=valid_from,
+            valid_to=valid_to,
+        )
+
+    @classmethod
+    def propose(
+        cls,
+        *,
+        scope: Scope,
+        source: dict[str, Any],
+        text: str,
+        evidence: list[dict[str, Any]],
+        review: str,
+        expires_at: datetime | None,
+        actor: str,
+        at: datetime,
+        valid_from: datetime | None = None,
+        valid_to: datetime | None = None,
+        id: UUID | None = None,
+    ) -> Memory:
+        check_valid_time(valid_from, valid_to)
+        return cls._create(
+            cls.Proposed,
+            id=id or uuid4(),
+            timestamp=at,
+            actor=actor,
+            company=scope.company,
+            person=scope.person,
+            visibility=scope.visibility,
+            team=scope.team,
+            source=dict(source),
+            text=text,
+            evidence=evidence,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            review=review,
+            expires_at=expires_at,
+        )
+
+    # -- views of state -------------------------------------------------------
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(
+            company=self.company,
+            person=self.person,
+            visibility=self.visibility,
+            team=self.team,
+            source_id=self.source.get("id"),
+        )
+
+    @property
+    def current(self) -> dict[str, Any]:
+        return self.revisions[-1]
+
+    @property
+    def revision(self) -> int:
+        return int(self.current["revision"])
+
+    @property
+    def is_forgotten(self) -> bool:
+        return self.status == FORGOTTEN
+
+    # -- commands -------------------------------------------------------------
+
+    def _refuse_if_forgotten(self) -> None:
+        if self.is_forgotten:
+            raise MemoryForgotten("this memory was forgotten; nothing more can change it")
+
+    def confirm(self, *, text: str | None, acknowledge_sensitive: bool, actor: str, at: datetime) -> None:
+        self._refuse_if_forgotten()
+        if self.status != PENDING:
+            raise NotACandidate("only a pending candidate can be confirmed")
+        if self.review == SENSITIVE and not acknowledge_sensitive:
+            raise SensitiveAckRequired("confirming sensitive content needs acknowledge_sensitive: true")
+        edited = text is not None and text != self.current["text"]
+        self.trigger_event(
+            self.Confirmed, timestamp=at, actor=actor, text=text if edited else None, edited=edited
+        )
+
+    def reject(self, *, actor: str, at: datetime) -> None:
+        self._refuse_if_forgotten()
+        if self.status != PENDING:
+            raise NotACandidate("only a pending candidate can be rejected")
+        self.trigger_event(self.Rejected, timestamp=at, actor=actor)
+
+    def expire(self, *, at: datetime) -> None:
+        self._refuse_if_forgotten()
+        if self.status != PENDING:
+            raise NotACandidate("only a pending candidate can expire")
+        self.trigger_event(self.Expired, timestamp=at, actor="system")
+
+    def correct(
+        self,
+        *,
+        text: str,
+        valid_from: datetime | None,
+        valid_to: datetime | None,
+        reason: str | None,
+        actor: str,
+        at: datetime,
+    ) -> None:
+        self._refuse_if_forgotten()
+        if self.status != CONFIRMED:
+            raise NotAConfirmedMemory("only a confirmed memory can be corrected")
+        check_valid_time(valid_from, valid_to)
+        current_from = self.current["valid_from"]
+        supersedes = valid_from is not None and (current_from is None or valid_from > current_from)
+        self.trigger_event(
+            self.Corrected,
+            timestamp=at,
+            actor=actor,
+            revision=self.revision + 1,
+            text=text,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            reason=reason,
+            mode=SUPERSEDE if supersedes else REPLACE,
+        )
+
+    def forget(self, *, forget_id: str, key_destroyed_at: datetime, actor: str, at: datetime) -> None:
+        self._refuse_if_forgotten()
+        self.trigger_event(
+            self.Forgotten,
+            timestamp=at,
+            actor=actor,
+            forget_id=forget_id,
+            key_destroyed_at=key_destroyed_at,
+        )
+
+
+def answer_periods(revisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Which revision is the answer for which stretch of valid time.
+
+    A superseding correction ends the earlier answers at its valid_from; a replacing
+    one removes them for every time. Periods never overlap.
+    """
+    periods: list[dict[str, Any]] = []
+    for rev in revisions:
+        start, end = rev["valid_from"], rev["valid_to"]
+        if rev["mode"] == SUPERSEDE:
+            kept = []
+            for p in periods:
+                if p["valid_from"] is not None and p["valid_from"] >= start:
+                    continue
+                p_end = p["valid_to"]
+                kept.append({**p, "valid_to": start if p_end is None or p_end > start else p_end})
+            periods = kept
+        elif rev["mode"] == REPLACE:
+            periods = []
+        periods.append({"revision": rev["revision"], "valid_from": start, "valid_to": end})
+    return periods

@@ -1,0 +1,50 @@
+"""Who a memory belongs to and who is asking."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import InvalidScope
+
+GENERAL = "general"
+RESTRICTED = "restricted"
+ROLES = ("user", "bot", "admin", "operator")
+ENTRIES = ("web", "channel", "scheduled", "api")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The identity a request acts as, taken from a verified token and nothing else."""
+
+    company: str
+    person: str
+    role: str
+    bot: str | None = None
+    entry: str = "api"
+
+    @property
+    def is_administrative(self) -> bool:
+        return self.role in ("admin", "operator")
+
+
+@dataclass(frozen=True)
+class Scope:
+    company: str
+    person: str
+    visibility: str = GENERAL
+    team: str | None = None
+    source_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.visibility not in (GENERAL, RESTRICTED):
+            raise InvalidScope("visibility must be 'general' or 'restricted'")
+        if self.visibility == RESTRICTED and not (self.team and self.source_id):
+            raise InvalidScope("a restricted memory needs a team and a source id")
+
+
+@dataclass(frozen=True)
+class Grants:
+    """What the directory grants a person (and the bot acting for them) right now."""
+
+    teams: frozenset[str] = field(default_factory=frozenset)
+    sources: frozenset[str] = field(default_factory=frozenset)

@@ -1,0 +1,22 @@
+"""The one place that decides whether a caller may use a memory."""
+
+from __future__ import annotations
+
+from .scope import GENERAL, Caller, Grants, Scope
+
+
+def may_use(caller: Caller, scope: Scope, grants: Grants) -> bool:
+    """True when this caller may read or act on a memory with this scope now.
+
+    The same person in two companies is two people; company admins and operators
+    see no one's memory text; bots act only for the person named in their token.
+    """
+    if caller.is_administrative:
+        return False
+    if caller.company != scope.company or caller.person != scope.person:
+        return False
+    if caller.role == "bot" and not caller.bot:
+        return False
+    if scope.visibility == GENERAL:
+        return True
+    return scope.team in grants.teams and scope.source_id in grants.sources

@@ -1,0 +1,176 @@
+"""Projection plumbing: a view's tables and its tracking position commit together.
+
+Each view is a `PostgresTrackingRecorder` (its tracking table comes from
+eventsourcing) extended with its own tables. A batch of events is applied in one
+transaction that first locks the tracking row, so two runners, a rebuild or a
+re-delivery can never apply an event twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
+from eventsourcing.projection import Projection
+from psycopg import Cursor
+
+log = logging.getLogger("engram.projections")
+
+APPLICATION = "engram"
+
+
+class View(PostgresTrackingRecorder):
+    """A materialised view: its own tables plus one row of tracking."""
+
+    ddl: str = ""
+    tables: tuple[str, ...] = ()
+
+    def __init__(self, datastore: PostgresDatastore, name: str) -> None:
+        super().__init__(datastore, tracking_table_name=f"engram_{name}_tracking")
+
+    def create_table(self) -> None:
+        super().create_table()
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(self.ddl)
+            curs.execute(
+                f"INSERT INTO {self.tracking_table_name} (application_name, notification_id) "
+                "VALUES (%s, 0) ON CONFLICT DO NOTHING",
+                (APPLICATION,),
+            )
+
+    def position(self) -> int:
+        return self.max_tracking_id(APPLICATION) or 0
+
+    def lock_position(self, curs: Cursor[Any]) -> int:
+        curs.execute(
+            f"SELECT notification_id FROM {self.tracking_table_name} "
+            "WHERE application_name = %s FOR UPDATE",
+            (APPLICATION,),
+        )
+        row = curs.fetchone()
+        assert row is not None, "tracking row missing; create_table() was not run"
+        return int(row["notification_id"])
+
+    def set_position(self, curs: Cursor[Any], notification_id: int) -> None:
+        curs.execute(
+            f"UPDATE {self.tracking_table_name} SET notification_id = %s WHERE application_name = %s",
+            (notification_id, APPLICATION),
+        )
+
+    def clear(self, curs: Cursor[Any]) -> None:
+        for table in self.tables:
+            curs.execute(f"DELETE FROM {table}")
+        self.set_position(curs, 0)
+
+
+class EngramProjection(Projection[View]):
+    """Applies events to its view; subclasses implement `apply(curs, event, tracking)`."""
+
+    view_class: type[View] = View
+
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        self.process_batch([(domain_event, tracking)])
+
+    def process_batch(self, items: Sequence[tuple[Any, Tracking]]) -> int:
+        """Apply the events the view has not seen yet; returns how many were applied."""
+        if not items:
+            return 0
+        applied = 0
+        with self.view.datastore.transaction(commit=True) as curs:
+            position = self.view.lock_position(curs)
+            for event, tracking in items:
+                if tracking.notification_id <= position:
+                    continue
+                self.apply(curs, event, tracking)
+                applied += 1
+            last = items[-1][1].notification_id
+            if last > position:
+                self.view.set_position(curs, last)
+        return applied
+
+    def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
+        raise NotImplementedError
+
+    def rebuild_clear(self) -> None:
+        with self.view.datastore.transaction(commit=True) as curs:
+            self.view.lock_position(curs)
+            self.view.clear(curs)
+
+
+class ProjectorRunner:
+    """Runs projections in-process: LISTEN/NOTIFY to wake promptly, polling in case a wake-up is missed.
+
+    `settle(n)` catches every projection up to notification n in the calling thread,
+    which is how a write gives read-your-writes before it returns.
+    """
+
+    BATCH = 500
+
+    def __init__(
+        self,
+        recorder: Any,
+        decode: Callable[[Any], Any],
+        projections: Sequence[EngramProjection],
+        poll_interval: float = 1.0,
+    ) -> None:
+        self.recorder = recorder
+        self.decode = decode
+        self.projections = list(projections)
+        self.poll_interval = poll_interval
+        self._locks = {p.name: threading.Lock() for p in self.projections}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def catch_up(self, projection: EngramProjection, upto: int | None = None) -> int:
+        applied = 0
+        with self._locks[projection.name]:
+            position = projection.view.position()
+            while upto is None or position < upto:
+                notes = self.recorder.select_notifications(
+                    start=position, limit=self.BATCH, inclusive_of_start=False
+                )
+                if not notes:
+                    break
+                items = [(self.decode(n), Tracking(APPLICATION, n.id)) for n in notes]
+                applied += projection.process_batch(items)
+                position = notes[-1].id
+        return applied
+
+    def settle(self, notification_id: int | None) -> None:
+        if notification_id is None:
+            return
+        for projection in self.projections:
+            if projection.view.position() < notification_id:
+                self.catch_up(projection, upto=notification_id)
+
+    def catch_up_all(self) -> None:
+        for projection in self.projections:
+            self.catch_up(projection)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="engram-projectors", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        channel = self.recorder.channel_name
+        while not self._stop.is_set():
+            try:
+                with self.recorder.datastore.get_connection() as conn:
+                    conn.execute(f'LISTEN "{channel}"')
+                    while not self._stop.is_set():
+                        self.catch_up_all()
+                        # Wakes on NOTIFY, or after poll_interval whatever happens.
+                        for _ in conn.notifies(timeout=self.poll_interval, stop_after=1):
+                            pass
+            except Exception:  # noqa: BLE001 - keep projecting after a database hiccup
+                log.exception("projector loop failed; retrying")
+                self._stop.wait(self.poll_interval)

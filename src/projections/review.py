@@ -1,0 +1,79 @@
+"""The review queue: each person's pending candidates, sealed like every other view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+from psycopg import Cursor
+from psycopg.types.json import Jsonb
+
+from adapters.keystore import KeyStore
+from domain.memory import Memory
+
+from .base import EngramProjection, View
+from .recall import record_purged_copy
+from .sealing import seal_for_view
+
+DDL = """
+CREATE TABLE IF NOT EXISTS engram_candidates (
+    memory_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL,
+    visibility text NOT NULL,
+    team text,
+    source jsonb NOT NULL,
+    review text NOT NULL,
+    sealed_text bytea,
+    sealed_evidence bytea,
+    proposed_at timestamptz NOT NULL,
+    expires_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS engram_candidates_owner ON engram_candidates (company, person, proposed_at);
+CREATE INDEX IF NOT EXISTS engram_candidates_expiry ON engram_candidates (expires_at);
+"""
+
+
+class ReviewView(View):
+    ddl = DDL
+    tables = ("engram_candidates",)
+
+    def clear(self, curs: Cursor[Any]) -> None:
+        super().clear(curs)
+        curs.execute("DELETE FROM engram_purge_copies WHERE copy = 'review_queue'")
+
+
+class ReviewProjection(EngramProjection):
+    name = "review"
+    view_class = ReviewView
+
+    def __init__(self, view: View, keys: KeyStore) -> None:
+        super().__init__(view)
+        self.keys = keys
+
+    def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
+        if isinstance(event, Memory.Proposed):
+            key = self.keys.get(event.originator_id) if event.text is not None else None
+            if key is None:
+                return  # already forgotten: nothing to review
+            curs.execute(
+                "INSERT INTO engram_candidates (memory_id, company, person, visibility, team, source, review, "
+                "sealed_text, sealed_evidence, proposed_at, expires_at) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
+                (
+                    event.originator_id, event.company, event.person, event.visibility, event.team,
+                    Jsonb(event.source), event.review,
+                    seal_for_view(key, event.originator_id, "text", event.text),
+                    seal_for_view(key, event.originator_id, "evidence", event.evidence),
+                    event.timestamp, event.expires_at,
+                ),
+            )
+        elif isinstance(event, (Memory.Confirmed, Memory.Rejected, Memory.Expired)):
+            curs.execute("DELETE FROM engram_candidates WHERE memory_id = %s", (event.originator_id,))
+        elif isinstance(event, Memory.Forgotten):
+            curs.execute("DELETE FROM engram_candidates WHERE memory_id = %s", (event.originator_id,))
+            record_purged_copy(
+                curs, event.forget_id, "review_queue",
+                f"deleted {curs.rowcount} candidate rows at position {tracking.notification_id}",
+                event.timestamp,
+            )

@@ -1,0 +1,1 @@
+"""The application service: commands and queries over memories, for any entry point."""

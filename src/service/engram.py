@@ -1,0 +1,419 @@
+"""Engram's application service: every command and query any entry point may call.
+
+Writes return only after the in-process (or remote) projectors have applied them,
+so any later request already sees their effect.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import InfrastructureFactory
+
+from adapters.blind_index import BlindIndex
+from adapters.crypto import MasterKey
+from adapters.keystore import KeyStore
+from adapters.mapper import SealingMapper
+from domain.clock import Clock
+from domain.errors import DomainError, Forbidden, NotFound
+from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, Memory, evidence_item
+from domain.scope import Caller, Grants, Scope
+from domain.text import validate_text
+from domain.visibility import may_use
+from projections.base import ProjectorRunner
+from projections.recall import RecallQueries
+from projections.sealing import unseal_from_view
+
+MAX_ITEM_BYTES = 6000
+PURGED_COPIES = ("event_store", "recall_view", "review_queue")
+
+
+class EngramApplication(Application):
+    """The write side: the event store with the sealing mapper."""
+
+    name = "engram"
+
+    def __init__(self, env: dict[str, str], master: MasterKey) -> None:
+        self._master = master
+        super().__init__(env)
+
+    def construct_factory(self, env: Any) -> InfrastructureFactory:
+        factory = super().construct_factory(env)
+        self.keys = KeyStore(factory.datastore, self._master)  # type: ignore[attr-defined]
+        self.keys.create_tables()
+        return factory
+
+    def construct_mapper(self) -> SealingMapper:
+        return SealingMapper(self.construct_transcoder(), self.keys)
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _parse_uuid(memory_id: str) -> UUID:
+    try:
+        return UUID(memory_id)
+    except (ValueError, TypeError, AttributeError):
+        raise NotFound("no such memory") from None
+
+
+class MemoryService:
+    def __init__(
+        self,
+        app: EngramApplication,
+        projector: ProjectorRunner,
+        queries: RecallQueries,
+        index: BlindIndex,
+        clock: Clock,
+        *,
+        max_text_bytes: int = 8192,
+        candidate_ttl: timedelta = timedelta(days=30),
+        grants: Callable[[Caller], Grants] | None = None,
+    ) -> None:
+        self.app = app
+        self.keys = app.keys
+        self.projector = projector
+        self.queries = queries
+        self.index = index
+        self.clock = clock
+        self.max_text_bytes = max_text_bytes
+        self.candidate_ttl = candidate_ttl
+        self._grants = grants or (lambda caller: Grants())
+
+    # -- plumbing ------------------------------------------------------------
+
+    def grants(self, caller: Caller) -> Grants:
+        return self._grants(caller)
+
+    def _save(self, *aggregates: Any) -> None:
+        recordings = self.app.save(*aggregates)
+        if recordings:
+            self.projector.settle(recordings[-1].notification.id)
+
+    def _load(self, caller: Caller, memory_id: str) -> Memory:
+        """Load a memory the caller may use; anything else is indistinguishable from absent."""
+        try:
+            memory = self.app.repository.get(_parse_uuid(memory_id))
+        except AggregateNotFoundError:
+            raise NotFound("no such memory") from None
+        if not isinstance(memory, Memory) or not may_use(caller, memory.scope, self.grants(caller)):
+            raise NotFound("no such memory")
+        return memory
+
+    def _refuse_administrative(self, caller: Caller) -> None:
+        if caller.is_administrative:
+            raise Forbidden("administrative tokens cannot hold or change memories")
+
+    def _text(self, text: str) -> str:
+        return validate_text(text, self.max_text_bytes)
+
+    @staticmethod
+    def memory_view(m: Memory) -> dict[str, Any]:
+        cur = m.current
+        forgotten = m.status == FORGOTTEN
+        return {
+            "id": str(m.id),
+            "text": None if forgotten else cur["text"],
+            "status": m.status,
+            "revision": m.revision,
+            "visibility": m.visibility,
+            "team": m.team,
+            "source": m.source,
+            "valid_from": cur["valid_from"],
+            "valid_to": cur["valid_to"],
+            "time_uncertain": cur["time_uncertain"],
+            "evidence": [] if forgotten or m.evidence is None else m.evidence,
+            "created_at": m.created_on,
+            "updated_at": m.modified_on,
+        }
+
+    # -- commands ------------------------------------------------------------
+
+    def remember(
+        self,
+        caller: Caller,
+        *,
+        text: str,
+        source: dict[str, Any],
+        occurred_at: datetime | None,
+        visibility: str,
+        team: str | None,
+        valid_from: datetime | None,
+        valid_to: datetime | None,
+    ) -> dict[str, Any]:
+        self._refuse_administrative(caller)
+        self._text(text)
+        scope = Scope(caller.company, caller.person, visibility, team, source.get("id"))
+        now = self.clock.now()
+        memory_id = uuid4()
+        evidence = [evidence_item(text, source, occurred_at or now)]
+        memory = Memory.remember(
+            id=memory_id, scope=scope, source=source, text=text, evidence=evidence,
+            valid_from=valid_from, valid_to=valid_to, actor=caller.bot or caller.person, at=now,
+        )
+        self.keys.create(memory_id, caller.company)
+        self._save(memory)
+        return self.memory_view(memory)
+
+    def propose(
+        self,
+        caller: Caller,
+        *,
+        text: str,
+        quote: str,
+        source: dict[str, Any],
+        occurred_at: datetime | None,
+        visibility: str = "general",
+        team: str | None = None,
+        review: str = NORMAL,
+    ) -> dict[str, Any]:
+        """A candidate, for the person to review. Learning from receipts builds on this."""
+        self._refuse_administrative(caller)
+        self._text(text)
+        scope = Scope(caller.company, caller.person, visibility, team, source.get("id"))
+        now = self.clock.now()
+        memory_id = uuid4()
+        memory = Memory.propose(
+            id=memory_id, scope=scope, source=source, text=text,
+            evidence=[evidence_item(quote, source, occurred_at or now)],
+            review=review, expires_at=now + self.candidate_ttl, actor="engram", at=now,
+        )
+        self.keys.create(memory_id, caller.company)
+        self._save(memory)
+        return self.candidate_view_from(memory)
+
+    @staticmethod
+    def candidate_view_from(m: Memory) -> dict[str, Any]:
+        return {
+            "id": str(m.id), "text": m.current["text"], "status": m.status, "review": m.review,
+            "visibility": m.visibility, "team": m.team, "source": m.source,
+            "evidence": m.evidence or [], "proposed_at": m.created_on, "expires_at": m.expires_at,
+        }
+
+    def confirm(self, caller: Caller, memory_id: str, *, text: str | None, acknowledge_sensitive: bool) -> dict[str, Any]:
+        self._refuse_administrative(caller)
+        memory = self._load(caller, memory_id)
+        if text is not None:
+            self._text(text)
+        memory.confirm(text=text, acknowledge_sensitive=acknowledge_sensitive,
+                       actor=caller.bot or caller.person, at=self.clock.now())
+        self._save(memory)
+        return self.memory_view(memory)
+
+    def reject(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        self._refuse_administrative(caller)
+        memory = self._load(caller, memory_id)
+        memory.reject(actor=caller.bot or caller.person, at=self.clock.now())
+        self._save(memory)
+        return {"id": str(memory.id), "status": memory.status}
+
+    def correct(
+        self, caller: Caller, memory_id: str, *, text: str, valid_from: datetime | None,
+        valid_to: datetime | None, reason: str | None,
+    ) -> dict[str, Any]:
+        self._refuse_administrative(caller)
+        self._text(text)
+        if reason is not None:
+            validate_text(reason, self.max_text_bytes)
+        memory = self._load(caller, memory_id)
+        memory.correct(text=text, valid_from=valid_from, valid_to=valid_to, reason=reason,
+                       actor=caller.bot or caller.person, at=self.clock.now())
+        self._save(memory)
+        return self.memory_view(memory)
+
+    def forget(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        """Destroy the key first (use stops at once), then record the content-free event."""
+        self._refuse_administrative(caller)
+        memory = self._load(caller, memory_id)
+        if memory.is_forgotten:
+            return {"forget_id": memory.forget_id, "status": self._forget_status(memory.forget_id)}
+        now = self.clock.now()
+        destroyed_at = self.keys.destroy(memory.id, memory.company, now)
+        forget_id = "fg-" + uuid4().hex
+        memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at,
+                      actor=caller.bot or caller.person, at=now)
+        self._save(memory)
+        self.keys.vacuum()
+        return {"forget_id": forget_id, "status": "stopped_using"}
+
+    # -- queries -------------------------------------------------------------
+
+    def get(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        return self.memory_view(self._load(caller, memory_id))
+
+    def history(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        memory = self._load(caller, memory_id)
+        events = []
+        revision = 1
+        for e in self.app.events.get(memory.id):
+            kind = type(e).__name__
+            text = None
+            if isinstance(e, Memory.Created):
+                text = e.text
+            elif isinstance(e, Memory.Corrected):
+                revision, text = e.revision, e.text
+            elif isinstance(e, Memory.Confirmed) and e.edited:
+                text = e.text
+            entry = {"type": kind, "at": e.timestamp, "actor": e.actor, "revision": revision, "text": text}
+            if isinstance(e, Memory.Corrected):
+                entry.update(reason=e.reason, mode=e.mode, valid_from=e.valid_from, valid_to=e.valid_to)
+            events.append(entry)
+        return {"events": events}
+
+    def _unsealed(self, row: dict[str, Any], purpose: str, column: str) -> Any:
+        key = self.keys.unwrap_row(row["memory_id"], row.get("wrapped"))
+        if key is None:
+            return None
+        return unseal_from_view(key, row["memory_id"], purpose, row.get(column))
+
+    def list_memories(self, caller: Caller, *, q: str | None, limit: int, cursor: str | None,
+                      status: str | None = None) -> dict[str, Any]:
+        if caller.is_administrative:
+            return {"items": [], "next_cursor": None}
+        statuses = [CONFIRMED] if status is None else ([status] if status != "all" else
+                                                        [CONFIRMED, FORGOTTEN])
+        terms = self.index.query_terms(caller.company, q) if q else None
+        after = _decode_cursor(cursor) if cursor else None
+        grants = self.grants(caller)
+        rows = self.queries.list_memories(company=caller.company, person=caller.person, statuses=statuses,
+                                          terms=terms, after=after, limit=limit + 1)
+        items = []
+        for row in rows[:limit]:
+            scope = Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
+            if not may_use(caller, scope, grants):
+                continue
+            forgotten = row["status"] == FORGOTTEN
+            items.append({
+                "id": str(row["memory_id"]),
+                "text": None if forgotten else self._unsealed(row, "text", "sealed_text"),
+                "status": row["status"], "revision": row["revision"], "visibility": row["visibility"],
+                "team": row["team"], "source": row["source"], "valid_from": row["valid_from"],
+                "valid_to": row["valid_to"], "time_uncertain": row["time_uncertain"],
+                "evidence": [] if forgotten else (self._unsealed(row, "evidence", "sealed_evidence") or []),
+                "created_at": row["created_at"], "updated_at": row["updated_at"],
+            })
+        next_cursor = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_cursor = _encode_cursor(last["created_at"], str(last["memory_id"]))
+        return {"items": items, "next_cursor": next_cursor}
+
+    def candidates(self, caller: Caller) -> dict[str, Any]:
+        if caller.is_administrative:
+            return {"items": []}
+        grants = self.grants(caller)
+        items = []
+        for row in self.queries.candidates(company=caller.company, person=caller.person):
+            scope = Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
+            if not may_use(caller, scope, grants):
+                continue
+            items.append({
+                "id": str(row["memory_id"]), "text": self._unsealed(row, "text", "sealed_text"),
+                "status": "pending_review", "review": row["review"], "visibility": row["visibility"],
+                "team": row["team"], "source": row["source"],
+                "evidence": self._unsealed(row, "evidence", "sealed_evidence") or [],
+                "proposed_at": row["proposed_at"], "expires_at": row["expires_at"],
+            })
+        return {"items": items}
+
+    def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:
+        empty = {"items": [], "degraded": False, "bytes": 0}
+        if caller.is_administrative or limit <= 0:
+            return empty
+        grants = self.grants(caller)
+        as_of = as_of or self.clock.now()
+        rows = self.queries.search(
+            company=caller.company, person=caller.person,
+            terms=self.index.query_terms(caller.company, query), as_of=as_of,
+            teams=sorted(grants.teams), sources=sorted(grants.sources), limit=limit * 2 + 10,
+        )
+        items: list[dict[str, Any]] = []
+        total = 0
+        for row in rows:
+            scope = Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
+            if row["status"] != CONFIRMED or not may_use(caller, scope, grants):
+                continue
+            text = self._unsealed(row, "text", "sealed_text")
+            if text is None:
+                continue
+            raw = float(row["score"] or 0.0)
+            item = {
+                "id": str(row["memory_id"]), "kind": "memory", "text": text, "revision": row["revision"],
+                "valid_from": _iso(row["valid_from"]), "valid_to": _iso(row["valid_to"]),
+                "time_uncertain": row["time_uncertain"],
+                "evidence": self._unsealed(row, "evidence", "sealed_evidence") or [],
+                "score": round(raw / (raw + 1.0), 4),
+            }
+            size = len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode())
+            if size > MAX_ITEM_BYTES or total + size > max_bytes:
+                continue
+            items.append(item)
+            total += size
+            if len(items) >= limit:
+                break
+        return {"items": items, "degraded": False, "bytes": total}
+
+    def _forget_status(self, forget_id: str | None) -> str:
+        if forget_id is None:
+            return "stopped_using"
+        _, copies = self.queries.forget(forget_id)
+        purged = {c["copy"] for c in copies if c["state"] == "purged"}
+        return "purge_complete" if purged >= set(PURGED_COPIES) else "stopped_using"
+
+    def forget_status(self, caller: Caller, forget_id: str) -> dict[str, Any]:
+        head, copies = self.queries.forget(forget_id)
+        if head is None or head["company"] != caller.company or head["person"] != caller.person \
+                or caller.is_administrative:
+            raise NotFound("no such forget request")
+        by_copy = {c["copy"]: c for c in copies}
+        out = []
+        for name in PURGED_COPIES:
+            c = by_copy.get(name)
+            out.append({
+                "copy": name,
+                "state": c["state"] if c else "pending",
+                "evidence": c["evidence"] if c else None,
+                "purged_at": c["purged_at"] if c else None,
+            })
+        complete = all(c["state"] == "purged" for c in out)
+        return {"forget_id": forget_id, "memory_id": str(head["memory_id"]),
+                "status": "purge_complete" if complete else "stopped_using", "copies": out}
+
+    def export(self, caller: Caller) -> dict[str, Any]:
+        items = []
+        cursor = None
+        while True:
+            page = self.list_memories(caller, q=None, limit=200, cursor=cursor)
+            for item in page["items"]:
+                item = dict(item)
+                item["history"] = self.history(caller, item["id"])["events"]
+                items.append(item)
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+        return {"exported_at": self.clock.now(), "company": caller.company, "person": caller.person,
+                "memories": items}
+
+
+def _encode_cursor(at: datetime, memory_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([at.isoformat(), memory_id]).encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        at, memory_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        UUID(memory_id)
+        return datetime.fromisoformat(at), memory_id
+    except Exception:  # noqa: BLE001
+        raise InvalidCursor("cursor is not valid") from None
+
+
+class InvalidCursor(DomainError):
+    code, status, title = "invalid_cursor", 400, "Cursor is not valid"

@@ -1,0 +1,24 @@
+"""Configuration, read once from the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw not in (None, "") else default
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = field(default_factory=lambda: Path(os.environ.get("ENGRAM_DATA_DIR", "./.engram")))
+    database_url: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_DATABASE_URL") or None)
+    master_key: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_MASTER_KEY") or None)
+    token_secret: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_TOKEN_SECRET") or None)
+    max_text_bytes: int = field(default_factory=lambda: int(_float("ENGRAM_MAX_TEXT_BYTES", 8192)))
+    candidate_ttl_days: float = field(default_factory=lambda: _float("ENGRAM_CANDIDATE_TTL_DAYS", 30))
+    poll_interval: float = field(default_factory=lambda: _float("ENGRAM_POLL_INTERVAL", 1.0))
+    pool_size: int = field(default_factory=lambda: int(_float("ENGRAM_DB_POOL_SIZE", 8)))
