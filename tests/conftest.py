@@ -1,0 +1,78 @@
+"""Shared fixtures: one real embedded PostgreSQL for the session, a fresh database per test."""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.database import Database, EmbeddedPostgres
+
+from helpers import SECRET
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
+        yield None  # type: ignore[misc]
+        return
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def database(postgres: EmbeddedPostgres) -> Database:
+    url = os.environ.get("ENGRAM_TEST_DATABASE_URL")
+    if url:
+        base = Database.from_url(url)
+    else:
+        info = postgres.server.get_postmaster_info()
+        base = Database("postgres", str(info.socket_dir), str(info.port or 5432), "postgres", "")
+    db = base.with_dbname("t_" + uuid.uuid4().hex[:16])
+    db.ensure_exists()
+    return db
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Any:
+    from service.settings import Settings
+
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=None,
+        master_key=base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        token_secret=SECRET,
+        max_text_bytes=8192,
+        candidate_ttl_days=30,
+        poll_interval=0.2,
+        pool_size=4,
+    )
+
+
+@pytest.fixture
+def engram(settings: Any, database: Database) -> Iterator[Any]:
+    from api.bootstrap import Engram
+
+    system = Engram.open(settings, database=database, background=False)
+    yield system
+    system.close()
+
+
+@pytest.fixture
+def client(engram: Any) -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    from api.http import create_app
+
+    with TestClient(create_app(engram, SECRET), raise_server_exceptions=False) as c:
+        yield c
+
+

@@ -1,0 +1,99 @@
+"""`engram serve` on the embedded default: starts PostgreSQL, stops it on exit, finds its data again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGRAM = [str(Path(sys.executable).parent / "engram")]  # the installed console script
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env["ENGRAM_DATA_DIR"] = str(data_dir)
+    return env
+
+
+def _run(args: list[str], data_dir: Path) -> str:
+    return subprocess.run(ENGRAM + args, env=_env(data_dir), check=True, capture_output=True, text=True,
+                          timeout=120).stdout
+
+
+class Server:
+    def __init__(self, data_dir: Path) -> None:
+        self.port = _free_port()
+        self.proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(self.port)], env=_env(data_dir),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(self.proc.stdout.read().decode() if self.proc.stdout else "serve exited")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise TimeoutError("engram serve did not become healthy")
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+def _postgres_running(pgdata: Path) -> bool:
+    pid_file = pgdata / "postmaster.pid"
+    if not pid_file.exists():
+        return False
+    pid = int(pid_file.read_text().split()[0])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.e2e
+def test_serve_keeps_data_across_restarts(tmp_path: Path) -> None:
+    data = tmp_path / "engram-data"
+    server = Server(data)
+    try:
+        token = _run(["token", "--company", "acme", "--user", "alice"], data).strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        r = httpx.post(server.url + "/v1/memories", headers=headers, json={
+            "text": "I prefer standups at 9:30", "explicit": True,
+            "source": {"kind": "chat", "id": "chat-1", "message_id": "m-1"}})
+        assert r.status_code == 201, r.text
+        memory_id = r.json()["id"]
+    finally:
+        code = server.stop()
+    assert code in (0, 128 + signal.SIGTERM)
+    assert not _postgres_running(data / "pg"), "embedded PostgreSQL still running after serve exited"
+    assert (data / "master.key").stat().st_mode & 0o077 == 0
+
+    status = _run(["projections", "status"], data)
+    assert "recall" in status and "lag 0" in status
+    assert "applied 1 events" in _run(["projections", "rebuild", "recall"], data)
+
+    server = Server(data)
+    try:
+        items = httpx.post(server.url + "/v1/recall", headers=headers, json={"query": "standups"}).json()["items"]
+        assert [(i["id"], i["text"]) for i in items] == [(memory_id, "I prefer standups at 9:30")]
+    finally:
+        server.stop()
+    assert not _postgres_running(data / "pg")
