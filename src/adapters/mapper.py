@@ -14,6 +14,8 @@ from cryptography.exceptions import InvalidTag
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import resolve_topic
 
+from domain.errors import MemoryForgotten
+
 from .crypto import seal, unseal
 from .keystore import KeyStore
 
@@ -39,7 +41,8 @@ class SealingMapper(Mapper):
         secret = {name: state.pop(name) for name in personal}
         key = self.keys.get(stored.originator_id)
         if key is None:
-            raise LookupError("no data key for this memory; it may have been forgotten")
+            # Raced with a forget: the key is gone, so nothing new may be written about it.
+            raise MemoryForgotten("this memory was forgotten; nothing more can change it")
         blob = seal(key, self.json.encode(secret), _aad(stored.originator_id, stored.originator_version))
         state[SEALED] = base64.b64encode(blob).decode()
         return StoredEvent(

@@ -1,6 +1,7 @@
 """The HTTP API. Routes stay thin: parse, call the service, return."""
 
 
+import json
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -103,8 +104,10 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
         return svc.reject(who, memory_id)
 
     @app.post("/v1/recall")
-    def recall(body: RecallIn, who: Who, svc: Svc) -> Any:
-        return svc.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit)
+    def recall(body: RecallIn, who: Who, svc: Svc) -> Response:
+        result = svc.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit)
+        # The service answers in plain JSON types; skip the generic encoder on the hot path.
+        return Response(json.dumps(result, ensure_ascii=False, separators=(",", ":")), media_type="application/json")
 
     @app.get("/v1/export")
     def export(who: Who, svc: Svc, format: Literal["json", "markdown"] = "json") -> Any:  # noqa: A002

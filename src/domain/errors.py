@@ -51,3 +51,7 @@ class NotACandidate(DomainError):
 
 class SensitiveAckRequired(DomainError):
     code, status, title = "sensitive_ack_required", 409, "Sensitive content needs acknowledgement"
+
+
+class Conflict(DomainError):
+    code, status, title = "conflict", 409, "Changed concurrently; read it again and retry"

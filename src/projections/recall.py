@@ -284,29 +284,26 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 
 _SEARCH = """
-WITH q AS (SELECT DISTINCT unnest(%(terms)s::bigint[]) AS term),
-live AS (
-    SELECT r.memory_id, r.revision, r.doc_len
-    FROM engram_recall_revisions r
-    WHERE r.company = %(company)s AND r.person = %(person)s AND r.is_answer
+WITH stats AS MATERIALIZED (
+    SELECT count(*)::float8 AS n, greatest(avg(doc_len), 1)::float8 AS avgdl
+    FROM engram_recall_revisions
+    WHERE company = %(company)s AND person = %(person)s AND is_answer
+),
+hits AS MATERIALIZED (
+    SELECT t.term, t.memory_id, t.revision, t.tf, r.doc_len
+    FROM engram_recall_terms t
+    JOIN engram_recall_revisions r ON r.memory_id = t.memory_id AND r.revision = t.revision
+    WHERE t.company = %(company)s AND t.person = %(person)s AND t.term = ANY(%(terms)s::bigint[])
+      AND r.is_answer
       AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
 ),
-stats AS (SELECT count(*) AS n, greatest(avg(doc_len), 1) AS avgdl FROM live),
-hits AS (
-    SELECT t.term, t.memory_id, t.revision, t.tf
-    FROM engram_recall_terms t JOIN q USING (term)
-    WHERE t.company = %(company)s AND t.person = %(person)s
-),
-df AS (SELECT term, count(*) AS df FROM hits GROUP BY term),
-scored AS (
+df AS MATERIALIZED (SELECT term, count(*)::float8 AS df FROM hits GROUP BY term),
+scored AS MATERIALIZED (
     SELECT h.memory_id, h.revision,
            sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
                * h.tf * (%(k1)s + 1)
-               / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * l.doc_len / s.avgdl))) AS score
-    FROM hits h
-    JOIN df USING (term)
-    JOIN live l ON l.memory_id = h.memory_id AND l.revision = h.revision
-    CROSS JOIN stats s
+               / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.doc_len / s.avgdl))) AS score
+    FROM hits h JOIN df USING (term) CROSS JOIN stats s
     JOIN engram_recall_revisions r ON r.memory_id = h.memory_id AND r.revision = h.revision
     WHERE (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
@@ -351,7 +348,7 @@ class RecallQueries:
                teams: list[str], sources: list[str], limit: int) -> list[dict[str, Any]]:
         params = {
             "company": company, "person": person, "terms": terms, "as_of": as_of,
-            "teams": teams, "sources": sources, "limit": limit, "k1": BM25_K1, "b": BM25_B,
+            "teams": teams, "sources": sources, "limit": limit, "k1": float(BM25_K1), "b": float(BM25_B),
         }
         sql = (_SEARCH if terms else _RECENT) + _ROWS
         with self.datastore.transaction(commit=False) as curs:

@@ -14,14 +14,14 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import InfrastructureFactory
+from eventsourcing.persistence import InfrastructureFactory, RecordConflictError
 
 from adapters.blind_index import BlindIndex
 from adapters.crypto import MasterKey
 from adapters.keystore import KeyStore
 from adapters.mapper import SealingMapper
 from domain.clock import Clock
-from domain.errors import DomainError, Forbidden, NotFound
+from domain.errors import Conflict, DomainError, Forbidden, NotFound
 from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, Memory, evidence_item
 from domain.scope import Caller, Grants, Scope
 from domain.text import validate_text
@@ -93,7 +93,10 @@ class MemoryService:
         return self._grants(caller)
 
     def _save(self, *aggregates: Any) -> None:
-        recordings = self.app.save(*aggregates)
+        try:
+            recordings = self.app.save(*aggregates)
+        except RecordConflictError:
+            raise Conflict("the memory changed while this request was handled") from None
         if recordings:
             self.projector.settle(recordings[-1].notification.id)
 
@@ -267,11 +270,13 @@ class MemoryService:
             events.append(entry)
         return {"events": events}
 
-    def _unsealed(self, row: dict[str, Any], purpose: str, column: str) -> Any:
+    def _unsealed(self, row: dict[str, Any]) -> tuple[Any, list[Any]]:
+        """The text and evidence of a view row, or (None, []) when its key is gone."""
         key = self.keys.unwrap_row(row["memory_id"], row.get("wrapped"))
         if key is None:
-            return None
-        return unseal_from_view(key, row["memory_id"], purpose, row.get(column))
+            return None, []
+        text = unseal_from_view(key, row["memory_id"], "text", row.get("sealed_text"))
+        return text, unseal_from_view(key, row["memory_id"], "evidence", row.get("sealed_evidence")) or []
 
     def list_memories(self, caller: Caller, *, q: str | None, limit: int, cursor: str | None,
                       status: str | None = None) -> dict[str, Any]:
@@ -291,14 +296,14 @@ class MemoryService:
             scope = Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
             if not may_use(caller, scope, grants):
                 continue
-            forgotten = row["status"] == FORGOTTEN
+            text, evidence = (None, []) if row["status"] == FORGOTTEN else self._unsealed(row)
             items.append({
                 "id": str(row["memory_id"]),
-                "text": None if forgotten else self._unsealed(row, "text", "sealed_text"),
+                "text": text,
                 "status": row["status"], "revision": row["revision"], "visibility": row["visibility"],
                 "team": row["team"], "source": row["source"], "valid_from": row["valid_from"],
                 "valid_to": row["valid_to"], "time_uncertain": row["time_uncertain"],
-                "evidence": [] if forgotten else (self._unsealed(row, "evidence", "sealed_evidence") or []),
+                "evidence": evidence,
                 "created_at": row["created_at"], "updated_at": row["updated_at"],
             })
         next_cursor = None
@@ -316,11 +321,12 @@ class MemoryService:
             scope = Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
             if not may_use(caller, scope, grants):
                 continue
+            text, evidence = self._unsealed(row)
             items.append({
-                "id": str(row["memory_id"]), "text": self._unsealed(row, "text", "sealed_text"),
+                "id": str(row["memory_id"]), "text": text,
                 "status": "pending_review", "review": row["review"], "visibility": row["visibility"],
                 "team": row["team"], "source": row["source"],
-                "evidence": self._unsealed(row, "evidence", "sealed_evidence") or [],
+                "evidence": evidence,
                 "proposed_at": row["proposed_at"], "expires_at": row["expires_at"],
             })
         return {"items": items}
@@ -335,7 +341,7 @@ class MemoryService:
         rows = self.queries.search(
             company=caller.company, person=caller.person,
             terms=self.index.query_terms(caller.company, query), as_of=as_of,
-            teams=sorted(grants.teams), sources=sorted(grants.sources), limit=limit * 2 + 10,
+            teams=sorted(grants.teams), sources=sorted(grants.sources), limit=limit + 10,
         )
         items: list[dict[str, Any]] = []
         total = 0
@@ -343,7 +349,7 @@ class MemoryService:
             scope = Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
             if row["status"] != CONFIRMED or not may_use(caller, scope, grants):
                 continue
-            text = self._unsealed(row, "text", "sealed_text")
+            text, evidence = self._unsealed(row)
             if text is None:
                 continue
             raw = float(row["score"] or 0.0)
@@ -351,7 +357,7 @@ class MemoryService:
                 "id": str(row["memory_id"]), "kind": "memory", "text": text, "revision": row["revision"],
                 "valid_from": _iso(row["valid_from"]), "valid_to": _iso(row["valid_to"]),
                 "time_uncertain": row["time_uncertain"],
-                "evidence": self._unsealed(row, "evidence", "sealed_evidence") or [],
+                "evidence": evidence,
                 "score": round(raw / (raw + 1.0), 4),
             }
             size = len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode())

@@ -1,0 +1,175 @@
+"""Recall latency: seed N confirmed memories across 10 people, print p50/p95 in-process and over HTTP.
+
+    .venv/bin/python bench/recall.py [--sizes 1000,10000] [--queries 300]
+
+Runs on a fresh embedded PostgreSQL in a temporary directory. The HTTP figures come from a separate
+`engram serve` process on the same database, driven by one keep-alive client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from uuid import uuid4
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from adapters.database import EmbeddedPostgres  # noqa: E402
+from api.bootstrap import Engram  # noqa: E402
+from api.identity import issue_token  # noqa: E402
+from domain.memory import Memory, evidence_item  # noqa: E402
+from domain.scope import Caller, Scope  # noqa: E402
+from service.settings import Settings  # noqa: E402
+
+PEOPLE = [f"person-{i}" for i in range(10)]
+rng = random.Random(7)
+VOCAB = [
+    "".join(rng.choice("bcdfghjklmnpqrstvwz") + rng.choice("aeiou") for _ in range(rng.randint(2, 4)))
+    for _ in range(3000)
+]
+TEMPLATES = [
+    "I prefer {} {} for {} meetings",
+    "my {} is {} and the {} stays on {}",
+    "from now on send {} reports about {} {}",
+    "remember that the {} project uses {} and {}",
+]
+
+
+def sentence(r: random.Random) -> str:
+    t = r.choice(TEMPLATES)
+    # Zipf-ish: common words are reused often, rare ones seldom
+    words = [VOCAB[min(int(r.paretovariate(1.1)) - 1, len(VOCAB) - 1) * 7 % len(VOCAB)] if r.random() < 0.5
+             else r.choice(VOCAB) for _ in range(t.count("{}"))]
+    return t.format(*words)
+
+
+def seed(engram: Engram, n: int, start: int) -> None:
+    r = random.Random(start)
+    app, keys = engram.app, engram.app.keys
+    batch = []
+    now = engram.service.clock.now()
+    for i in range(n):
+        person = PEOPLE[i % len(PEOPLE)]
+        text = sentence(r)
+        memory_id = uuid4()
+        keys.create(memory_id, "acme")
+        src = {"kind": "chat", "id": f"chat-{i % 50}", "message_id": f"m-{start + i}"}
+        batch.append(Memory.remember(id=memory_id, scope=Scope("acme", person), source=src, text=text,
+                                     evidence=[evidence_item(text, src, now)], valid_from=None, valid_to=None,
+                                     actor=person, at=now))
+        if len(batch) == 200:
+            app.save(*batch)
+            batch = []
+    if batch:
+        app.save(*batch)
+    engram.runner.catch_up_all()
+    with app.factory.datastore.get_connection() as conn:
+        conn.execute("ANALYZE")  # what autovacuum would soon do after a bulk load
+
+
+def pct(values: list[float], p: float) -> float:
+    return statistics.quantiles(values, n=100)[int(p) - 1] if len(values) > 1 else values[0]
+
+
+def queries(count: int) -> list[tuple[str, str]]:
+    r = random.Random(99)
+    return [(PEOPLE[i % len(PEOPLE)], " ".join(sentence(r).split()[1:4])) for i in range(count)]
+
+
+def bench_inprocess(engram: Engram, qs: list[tuple[str, str]]) -> list[float]:
+    times = []
+    for person, q in qs:
+        t = time.perf_counter()
+        engram.service.recall(Caller("acme", person, "bot", bot="b-1"), query=q, as_of=None,
+                              max_bytes=17500, limit=20)
+        times.append((time.perf_counter() - t) * 1000)
+    return times
+
+
+def bench_http(url: str, secret: str, qs: list[tuple[str, str]]) -> list[float]:
+    tokens = {p: issue_token(secret, company="acme", user=p, role="bot", bot="b-1") for p in PEOPLE}
+    times = []
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for person, q in qs[:20]:  # warm-up
+            client.post("/v1/recall", json={"query": q}, headers={"Authorization": f"Bearer {tokens[person]}"})
+        for person, q in qs:
+            t = time.perf_counter()
+            r = client.post("/v1/recall", json={"query": q}, headers={"Authorization": f"Bearer {tokens[person]}"})
+            times.append((time.perf_counter() - t) * 1000)
+            assert r.status_code == 200, r.text
+    return times
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1000,10000")
+    ap.add_argument("--queries", type=int, default=300)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
+    master = base64.urlsafe_b64encode(os.urandom(32)).decode()
+    secret = "bench-secret-" + "z" * 32
+    settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret)
+    pg = EmbeddedPostgres(tmp)
+    db = pg.start()
+    engram = Engram.open(settings, database=db, background=False)
+    url_db = f"postgresql://{db.user}@/{db.dbname}?host={db.host}&port={db.port}"
+    seeded = 0
+    print(f"{'memories':>9} {'mode':<11} {'p50 ms':>8} {'p95 ms':>8} {'mean items':>10}")
+    try:
+        for n in sizes:
+            t = time.perf_counter()
+            seed(engram, n - seeded, seeded)
+            seeded = n
+            print(f"# seeded {n} memories in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+            qs = queries(args.queries)
+            bench_inprocess(engram, qs[:20])
+            ip = bench_inprocess(engram, qs)
+            items = statistics.mean(
+                len(engram.service.recall(Caller("acme", p, "user"), query=q, as_of=None, max_bytes=17500,
+                                          limit=20)["items"]) for p, q in qs[:50])
+            print(f"{n:>9} {'in-process':<11} {pct(ip, 50):>8.2f} {pct(ip, 95):>8.2f} {items:>10.1f}")
+            port = free_port()
+            env = {**os.environ, "ENGRAM_DATABASE_URL": url_db, "ENGRAM_MASTER_KEY": master,
+                   "ENGRAM_TOKEN_SECRET": secret, "ENGRAM_DATA_DIR": str(tmp)}
+            engram_bin = Path(sys.executable).parent / "engram"
+            proc = subprocess.Popen([str(engram_bin), "serve", "--port", str(port)], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                url = f"http://127.0.0.1:{port}"
+                for _ in range(200):
+                    try:
+                        if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        time.sleep(0.1)
+                hp = bench_http(url, secret, qs)
+                print(f"{n:>9} {'http':<11} {pct(hp, 50):>8.2f} {pct(hp, 95):>8.2f}")
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=30)
+    finally:
+        engram.close()
+        pg.stop()
+
+
+if __name__ == "__main__":
+    main()

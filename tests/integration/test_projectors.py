@@ -1,0 +1,94 @@
+"""In-process projectors: woken by NOTIFY, kept honest by polling, safe to run twice."""
+
+from __future__ import annotations
+
+import time
+import threading
+from typing import Any
+
+from domain.scope import Caller
+from projections.base import ProjectorRunner
+
+ALICE = Caller("acme", "alice", "user")
+SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
+
+
+def _wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _remember_without_settling(engram: Any, text: str) -> None:
+    original = engram.runner.settle
+    engram.runner.settle = lambda _n: None
+    try:
+        engram.service.remember(ALICE, text=text, source=SOURCE, occurred_at=None, visibility="general",
+                                team=None, valid_from=None, valid_to=None)
+    finally:
+        engram.runner.settle = original
+
+
+def _recalled(engram: Any, query: str) -> list[str]:
+    return [i["text"] for i in engram.service.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=5)["items"]]
+
+
+def test_background_runner_applies_events_it_is_notified_of(engram) -> None:
+    engram.runner.poll_interval = 30.0  # only NOTIFY can wake it in time
+    engram.runner.start()
+    try:
+        time.sleep(0.3)
+        _remember_without_settling(engram, "the staging server is called heron")
+        assert _wait_until(lambda: _recalled(engram, "heron") == ["the staging server is called heron"], 10)
+    finally:
+        engram.runner.stop()
+
+
+def test_polling_catches_up_when_no_notification_arrives(engram) -> None:
+    class Deaf:
+        """The real recorder, listening on a channel nobody notifies."""
+
+        def __init__(self, recorder: Any) -> None:
+            self._recorder = recorder
+            self.channel_name = "engram_nobody_notifies"
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._recorder, name)
+
+    runner = ProjectorRunner(Deaf(engram.app.recorder), engram.app.mapper.to_domain_event,
+                             list(engram.projections.values()), poll_interval=0.2)
+    runner.start()
+    try:
+        _remember_without_settling(engram, "the deploy window is thursday")
+        assert _wait_until(lambda: _recalled(engram, "deploy window") == ["the deploy window is thursday"], 10)
+    finally:
+        runner.stop()
+
+
+def test_two_runners_never_apply_an_event_twice(engram) -> None:
+    for i in range(30):
+        _remember_without_settling(engram, f"fact {i} about parallel projectors")
+    twin = ProjectorRunner(engram.app.recorder, engram.app.mapper.to_domain_event,
+                           list(engram.projections.values()))
+    results: list[int] = []
+    threads = [threading.Thread(target=lambda r=r: results.append(r.catch_up(engram.projections["recall"])))
+               for r in (engram.runner, twin)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(results) == 30
+    with engram.app.factory.datastore.transaction() as curs:
+        curs.execute("SELECT count(*) AS n FROM engram_recall_revisions")
+        assert curs.fetchone()["n"] == 30
+
+
+def test_projection_status_reports_lag(engram) -> None:
+    _remember_without_settling(engram, "lagging fact")
+    lag = {row["projection"]: row["lag"] for row in engram.status()}
+    assert lag == {"recall": 1, "review": 1}
+    engram.runner.catch_up_all()
+    assert {row["projection"]: row["lag"] for row in engram.status()} == {"recall": 0, "review": 0}
