@@ -69,7 +69,21 @@ CREATE TABLE IF NOT EXISTS engram_recall_terms (
     memory_id uuid NOT NULL,
     revision int NOT NULL,
     tf int NOT NULL,
+    -- copied from the revision so a search reads nothing but this index range
+    doc_len int NOT NULL,
+    visibility text NOT NULL,
+    team text,
+    source_id text,
+    answer_from timestamptz,
+    answer_to timestamptz,
     PRIMARY KEY (company, person, term, memory_id, revision)
+);
+CREATE TABLE IF NOT EXISTS engram_recall_stats (
+    company text NOT NULL,
+    person text NOT NULL,
+    answers int NOT NULL,
+    total_len bigint NOT NULL,
+    PRIMARY KEY (company, person)
 );
 CREATE INDEX IF NOT EXISTS engram_recall_terms_memory ON engram_recall_terms (memory_id);
 CREATE TABLE IF NOT EXISTS engram_forgets (
@@ -102,6 +116,7 @@ def record_purged_copy(curs: Cursor[Any], forget_id: str, copy: str, evidence: s
 class RecallView(View):
     ddl = DDL
     tables = (
+        "engram_recall_stats",
         "engram_recall_terms",
         "engram_recall_revisions",
         "engram_memories",
@@ -193,6 +208,7 @@ class RecallProjection(EngramProjection):
         self._refresh_answers(curs, e.originator_id, key)
 
     def on_Forgotten(self, curs: Cursor[Any], e: Memory.Forgotten, t: Tracking) -> None:
+        self._count_answers(curs, e.originator_id, sign=-1)
         curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = %s", (e.originator_id,))
         terms = curs.rowcount
         curs.execute("DELETE FROM engram_recall_revisions WHERE memory_id = %s", (e.originator_id,))
@@ -242,10 +258,23 @@ class RecallProjection(EngramProjection):
             ),
         )
 
+    def _count_answers(self, curs: Cursor[Any], memory_id: Any, sign: int) -> None:
+        """Add (or remove) a memory's answering revisions to its person's BM25 corpus figures."""
+        curs.execute(
+            "INSERT INTO engram_recall_stats (company, person, answers, total_len) "
+            "SELECT company, person, %s * count(*), %s * coalesce(sum(doc_len), 0) "
+            "FROM engram_recall_revisions WHERE memory_id = %s AND is_answer GROUP BY company, person "
+            "ON CONFLICT (company, person) DO UPDATE SET answers = engram_recall_stats.answers + EXCLUDED.answers, "
+            "total_len = engram_recall_stats.total_len + EXCLUDED.total_len",
+            (sign, sign, memory_id),
+        )
+
     def _refresh_answers(self, curs: Cursor[Any], memory_id: Any, key: bytes | None) -> None:
         """Recompute which revisions answer for which valid time, and their terms."""
+        self._count_answers(curs, memory_id, sign=-1)
         curs.execute(
-            "SELECT m.status, r.revision, r.valid_from, r.valid_to, r.mode, r.sealed_text, r.company, r.person "
+            "SELECT m.status, r.revision, r.valid_from, r.valid_to, r.mode, r.sealed_text, r.company, r.person, "
+            "r.visibility, r.team, r.source_id "
             "FROM engram_recall_revisions r JOIN engram_memories m USING (memory_id) "
             "WHERE r.memory_id = %s ORDER BY r.revision",
             (memory_id,),
@@ -264,18 +293,22 @@ class RecallProjection(EngramProjection):
             row = by_rev[period["revision"]]
             text = unseal_from_view(key, memory_id, "text", row["sealed_text"])
             counts = self.index.term_counts(row["company"], text) if text else {}
+            doc_len = sum(counts.values())
             curs.execute(
                 "UPDATE engram_recall_revisions SET is_answer = true, answer_from = %s, answer_to = %s, "
                 "doc_len = %s WHERE memory_id = %s AND revision = %s",
-                (period["valid_from"], period["valid_to"], sum(counts.values()), memory_id, period["revision"]),
+                (period["valid_from"], period["valid_to"], doc_len, memory_id, period["revision"]),
             )
             if counts:
                 curs.executemany(
-                    "INSERT INTO engram_recall_terms (company, person, term, memory_id, revision, tf) "
-                    "VALUES (%s, %s, %s, %s, %s, %s)",
-                    [(row["company"], row["person"], term, memory_id, period["revision"], tf)
+                    "INSERT INTO engram_recall_terms (company, person, term, memory_id, revision, tf, doc_len, "
+                    "visibility, team, source_id, answer_from, answer_to) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    [(row["company"], row["person"], term, memory_id, period["revision"], tf, doc_len,
+                      row["visibility"], row["team"], row["source_id"], period["valid_from"], period["valid_to"])
                      for term, tf in counts.items()],
                 )
+        self._count_answers(curs, memory_id, sign=+1)
 
 
 # -- queries (the read-model port used by the service) ---------------------------
@@ -285,28 +318,24 @@ BM25_B = 0.75
 
 _SEARCH = """
 WITH stats AS MATERIALIZED (
-    SELECT count(*)::float8 AS n, greatest(avg(doc_len), 1)::float8 AS avgdl
-    FROM engram_recall_revisions
-    WHERE company = %(company)s AND person = %(person)s AND is_answer
+    SELECT greatest(answers, 1)::float8 AS n, greatest(total_len::float8 / greatest(answers, 1), 1) AS avgdl
+    FROM engram_recall_stats WHERE company = %(company)s AND person = %(person)s
 ),
 hits AS MATERIALIZED (
-    SELECT t.term, t.memory_id, t.revision, t.tf, r.doc_len
-    FROM engram_recall_terms t
-    JOIN engram_recall_revisions r ON r.memory_id = t.memory_id AND r.revision = t.revision
-    WHERE t.company = %(company)s AND t.person = %(person)s AND t.term = ANY(%(terms)s::bigint[])
-      AND r.is_answer
-      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
+    SELECT term, memory_id, revision, tf, doc_len
+    FROM engram_recall_terms
+    WHERE company = %(company)s AND person = %(person)s AND term = ANY(%(terms)s::bigint[])
+      AND (visibility = 'general' OR (team = ANY(%(teams)s) AND source_id = ANY(%(sources)s)))
+      AND (answer_from IS NULL OR answer_from <= %(as_of)s)
+      AND (answer_to IS NULL OR answer_to > %(as_of)s)
 ),
 df AS MATERIALIZED (SELECT term, count(*)::float8 AS df FROM hits GROUP BY term),
 scored AS MATERIALIZED (
     SELECT h.memory_id, h.revision,
-           sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5))
+           sum(ln(1 + greatest(s.n - df.df + 0.5, 0.5) / (df.df + 0.5))
                * h.tf * (%(k1)s + 1)
                / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.doc_len / s.avgdl))) AS score
     FROM hits h JOIN df USING (term) CROSS JOIN stats s
-    JOIN engram_recall_revisions r ON r.memory_id = h.memory_id AND r.revision = h.revision
-    WHERE (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
-      AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
     GROUP BY h.memory_id, h.revision
     ORDER BY score DESC
     LIMIT %(limit)s
@@ -351,9 +380,8 @@ class RecallQueries:
             "teams": teams, "sources": sources, "limit": limit, "k1": float(BM25_K1), "b": float(BM25_B),
         }
         sql = (_SEARCH if terms else _RECENT) + _ROWS
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(sql, params, prepare=True)
-            return list(curs.fetchall())
+        with self.datastore.get_connection() as conn:  # autocommit: one round trip
+            return list(conn.execute(sql, params, prepare=True).fetchall())
 
     def list_memories(self, *, company: str, person: str, statuses: list[str], terms: list[int] | None,
                       after: tuple[Any, str] | None, limit: int) -> list[dict[str, Any]]:

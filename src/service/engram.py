@@ -232,19 +232,28 @@ class MemoryService:
         return self.memory_view(memory)
 
     def forget(self, caller: Caller, memory_id: str) -> dict[str, Any]:
-        """Destroy the key first (use stops at once), then record the content-free event."""
+        """Destroy the key first (use stops at once), then record the content-free event.
+
+        A concurrent write can win the race for the next version; the key is already gone
+        then, so forget reloads and records again rather than report a conflict.
+        """
         self._refuse_administrative(caller)
-        memory = self._load(caller, memory_id)
-        if memory.is_forgotten:
-            return {"forget_id": memory.forget_id, "status": self._forget_status(memory.forget_id)}
-        now = self.clock.now()
-        destroyed_at = self.keys.destroy(memory.id, memory.company, now)
-        forget_id = "fg-" + uuid4().hex
-        memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at,
-                      actor=caller.bot or caller.person, at=now)
-        self._save(memory)
-        self.keys.vacuum()
-        return {"forget_id": forget_id, "status": "stopped_using"}
+        for _attempt in range(5):
+            memory = self._load(caller, memory_id)
+            if memory.is_forgotten:
+                return {"forget_id": memory.forget_id, "status": self._forget_status(memory.forget_id)}
+            now = self.clock.now()
+            destroyed_at = self.keys.destroy(memory.id, memory.company, now)
+            forget_id = "fg-" + uuid4().hex
+            memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at,
+                          actor=caller.bot or caller.person, at=now)
+            try:
+                self._save(memory)
+            except Conflict:
+                continue
+            self.keys.vacuum()
+            return {"forget_id": forget_id, "status": "stopped_using"}
+        raise Conflict("the memory kept changing; its key is destroyed, retry to record the forget")
 
     # -- queries -------------------------------------------------------------
 

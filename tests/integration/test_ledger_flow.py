@@ -103,8 +103,16 @@ def test_rebuilding_the_recall_view_after_forget_brings_nothing_back(engram, cli
     client.post(f"/v1/memories/{gone['id']}/correct", json={"text": FIXED}, headers=alice)
     client.post(f"/v1/memories/{gone['id']}/forget", headers=alice)
 
+    def corpus() -> list[tuple]:
+        with engram.app.factory.datastore.transaction() as curs:
+            curs.execute("SELECT company, person, answers, total_len FROM engram_recall_stats ORDER BY 1, 2")
+            return [tuple(r.values()) for r in curs.fetchall()]
+
+    before = corpus()
+    assert [row[2] for row in before] == [1]  # only the kept memory still answers
     applied = engram.rebuild("recall")
     assert applied == 4  # two Remembered, one Corrected, one Forgotten
+    assert corpus() == before
     assert client.post("/v1/recall", json={"query": "reports zebrafinch"}, headers=alice).json()["items"] == []
     items = client.post("/v1/recall", json={"query": "oolong tea"}, headers=alice).json()["items"]
     assert [i["id"] for i in items] == [keep["id"]]
@@ -215,3 +223,29 @@ def test_list_pagination_and_query(client) -> None:
             break
     assert sorted(seen) == sorted(ids) and len(seen) == 5
     assert len(client.get("/v1/memories", headers=alice).json()["items"]) == 6
+
+
+def test_concurrent_writes_are_200_or_409_never_500(engram, client) -> None:
+    import threading
+
+    alice = auth()
+    memory_id = client.post("/v1/memories", json=remember_body("I take the 8:05 train"), headers=alice).json()["id"]
+    statuses: list[int] = []
+
+    def act(i: int) -> None:
+        if i == 5:
+            r = client.post(f"/v1/memories/{memory_id}/forget", headers=alice)
+        else:
+            r = client.post(f"/v1/memories/{memory_id}/correct", json={"text": f"I take the train number {i}"},
+                            headers=alice)
+        statuses.append(r.status_code)
+
+    threads = [threading.Thread(target=act, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(statuses) <= {200, 202, 409} and 202 in statuses
+    got = client.get(f"/v1/memories/{memory_id}", headers=alice).json()
+    assert got["status"] == "forgotten" and got["text"] is None
+    assert all(e["text"] is None for e in client.get(f"/v1/memories/{memory_id}/history", headers=alice).json()["events"])
