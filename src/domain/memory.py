@@ -161,8 +161,9 @@ class Memory(Aggregate):
     # -- creation -------------------------------------------------------------
 
     @classmethod
-    def remember(
+    def _begin(
         cls,
+        event_class: type[Memory.Created],
         *,
         scope: Scope,
         source: dict[str, Any],
@@ -172,59 +173,36 @@ class Memory(Aggregate):
         valid_to: datetime | None,
         actor: str,
         at: datetime,
-        id: UUID | None = None,
+        id: UUID | None,
+        **extra: Any,
     ) -> Memory:
         check_valid_time(valid_from, valid_to)
         return cls._create(
-            cls.Remembered,
-            id=id or uuid4(),
-            timestamp=at,
-            actor=actor,
-            company=scope.company,
-            person=scope.person,
-            visibility=scope.visibility,
-            team=scope.team,
-            source=dict(source),
-            text=text,
-            evidence=evidence,
-            valid_from=valid_from,
-            valid_to=valid_to,
+            event_class, id=id or uuid4(), timestamp=at, actor=actor,
+            company=scope.company, person=scope.person, visibility=scope.visibility, team=scope.team,
+            source=dict(source), text=text, evidence=evidence, valid_from=valid_from, valid_to=valid_to,
+            **extra,
         )
 
     @classmethod
-    def propose(
-        cls,
-        *,
-        scope: Scope,
-        source: dict[str, Any],
-        text: str,
-        evidence: list[dict[str, Any]],
-        review: str,
-        expires_at: datetime | None,
-        actor: str,
-        at: datetime,
-        valid_from: datetime | None = None,
-        valid_to: datetime | None = None,
-        id: UUID | None = None,
+    def remember(
+        cls, *, scope: Scope, source: dict[str, Any], text: str, evidence: list[dict[str, Any]],
+        valid_from: datetime | None, valid_to: datetime | None, actor: str, at: datetime, id: UUID | None = None,
     ) -> Memory:
-        check_valid_time(valid_from, valid_to)
-        return cls._create(
-            cls.Proposed,
-            id=id or uuid4(),
-            timestamp=at,
-            actor=actor,
-            company=scope.company,
-            person=scope.person,
-            visibility=scope.visibility,
-            team=scope.team,
-            source=dict(source),
-            text=text,
-            evidence=evidence,
-            valid_from=valid_from,
-            valid_to=valid_to,
-            review=review,
-            expires_at=expires_at,
-        )
+        """An explicit request to remember: confirmed at once, exactly as stated."""
+        return cls._begin(cls.Remembered, scope=scope, source=source, text=text, evidence=evidence,
+                          valid_from=valid_from, valid_to=valid_to, actor=actor, at=at, id=id)
+
+    @classmethod
+    def propose(
+        cls, *, scope: Scope, source: dict[str, Any], text: str, evidence: list[dict[str, Any]], review: str,
+        expires_at: datetime | None, actor: str, at: datetime, valid_from: datetime | None = None,
+        valid_to: datetime | None = None, id: UUID | None = None,
+    ) -> Memory:
+        """A candidate for the person to review."""
+        return cls._begin(cls.Proposed, scope=scope, source=source, text=text, evidence=evidence,
+                          valid_from=valid_from, valid_to=valid_to, actor=actor, at=at, id=id,
+                          review=review, expires_at=expires_at)
 
     # -- views of state -------------------------------------------------------
 

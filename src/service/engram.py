@@ -153,17 +153,22 @@ class MemoryService:
     ) -> dict[str, Any]:
         self._refuse_administrative(caller)
         self._text(text)
-        scope = Scope(caller.company, caller.person, visibility, team, source.get("id"))
         now = self.clock.now()
-        memory_id = uuid4()
-        evidence = [evidence_item(text, source, occurred_at or now)]
-        memory = Memory.remember(
-            id=memory_id, scope=scope, source=source, text=text, evidence=evidence,
+        memory = self._create_memory(
+            Memory.remember, caller, source=source, visibility=visibility, team=team, text=text,
+            evidence=[evidence_item(text, source, occurred_at or now)],
             valid_from=valid_from, valid_to=valid_to, actor=caller.bot or caller.person, at=now,
         )
-        self.keys.create(memory_id, caller.company)
-        self._save(memory)
         return self.memory_view(memory)
+
+    def _create_memory(self, factory: Callable[..., Memory], caller: Caller, *, source: dict[str, Any],
+                       visibility: str, team: str | None, **fields: Any) -> Memory:
+        """Create the memory's data key before its first (sealed) event, then save."""
+        scope = Scope(caller.company, caller.person, visibility, team, source.get("id"))
+        memory = factory(id=uuid4(), scope=scope, source=source, **fields)
+        self.keys.create(memory.id, caller.company)
+        self._save(memory)
+        return memory
 
     def propose(
         self,
@@ -180,16 +185,12 @@ class MemoryService:
         """A candidate, for the person to review. Learning from receipts builds on this."""
         self._refuse_administrative(caller)
         self._text(text)
-        scope = Scope(caller.company, caller.person, visibility, team, source.get("id"))
         now = self.clock.now()
-        memory_id = uuid4()
-        memory = Memory.propose(
-            id=memory_id, scope=scope, source=source, text=text,
+        memory = self._create_memory(
+            Memory.propose, caller, source=source, visibility=visibility, team=team, text=text,
             evidence=[evidence_item(quote, source, occurred_at or now)],
             review=review, expires_at=now + self.candidate_ttl, actor="engram", at=now,
         )
-        self.keys.create(memory_id, caller.company)
-        self._save(memory)
         return self.candidate_view_from(memory)
 
     @staticmethod
