@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from adapters.database import EmbeddedPostgres  # noqa: E402
 from api.bootstrap import Engram  # noqa: E402
 from api.identity import issue_token  # noqa: E402
-from domain.memory import Memory, evidence_item  # noqa: E402
+from domain.evidence import Evidence, Source  # noqa: E402
+from domain.memory import Memory  # noqa: E402
 from domain.scope import Caller, Scope  # noqa: E402
 from service.settings import Settings  # noqa: E402
 
@@ -67,7 +68,7 @@ def seed(engram: Engram, n: int, start: int) -> None:
         keys.create(memory_id, "acme")
         src = {"kind": "chat", "id": f"chat-{i % 50}", "message_id": f"m-{start + i}"}
         batch.append(Memory.remember(id=memory_id, scope=Scope("acme", person), source=src, text=text,
-                                     evidence=[evidence_item(text, src, now)], valid_from=None, valid_to=None,
+                                     evidence=[Evidence(text, Source.of(src), now).as_dict()], valid_from=None, valid_to=None,
                                      actor=person, at=now))
         if len(batch) == 200:
             app.save(*batch)

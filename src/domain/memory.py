@@ -41,10 +41,6 @@ def check_valid_time(valid_from: datetime | None, valid_to: datetime | None) -> 
         raise InvalidValidTime("valid_to must be later than valid_from")
 
 
-def evidence_item(quote: str | None, source: dict[str, Any], occurred_at: datetime | None) -> dict[str, Any]:
-    return {"quote": quote, "source": dict(source), "occurred_at": occurred_at}
-
-
 class Memory(Aggregate):
     class Event(Aggregate.Event):
         personal_fields: ClassVar[tuple[str, ...]] = ()

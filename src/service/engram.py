@@ -22,7 +22,8 @@ from adapters.keystore import KeyStore
 from adapters.mapper import SealingMapper
 from domain.clock import Clock
 from domain.errors import Conflict, DomainError, Forbidden, NotFound
-from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, Memory, evidence_item
+from domain.evidence import Evidence, Source
+from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, Memory
 from domain.scope import Caller, Grants, Scope
 from domain.text import validate_text
 from domain.visibility import may_use
@@ -154,9 +155,10 @@ class MemoryService:
         self._refuse_administrative(caller)
         self._text(text)
         now = self.clock.now()
+        origin = Source.of(source)
         memory = self._create_memory(
-            Memory.remember, caller, source=source, visibility=visibility, team=team, text=text,
-            evidence=[evidence_item(text, source, occurred_at or now)],
+            Memory.remember, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
+            evidence=[Evidence.quoted(text, text, origin, occurred_at or now).as_dict()],
             valid_from=valid_from, valid_to=valid_to, actor=caller.bot or caller.person, at=now,
         )
         return self.memory_view(memory)
@@ -186,9 +188,10 @@ class MemoryService:
         self._refuse_administrative(caller)
         self._text(text)
         now = self.clock.now()
+        origin = Source.of(source)
         memory = self._create_memory(
-            Memory.propose, caller, source=source, visibility=visibility, team=team, text=text,
-            evidence=[evidence_item(quote, source, occurred_at or now)],
+            Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
+            evidence=[Evidence(quote, origin, occurred_at or now).as_dict()],
             review=review, expires_at=now + self.candidate_ttl, actor="engram", at=now,
         )
         return self.candidate_view_from(memory)

@@ -154,3 +154,16 @@ def test_visibility_is_decided_in_one_place() -> None:
     assert not may_use(Caller("acme", "alice", "bot"), general, Grants())
     assert not may_use(alice, restricted, Grants())
     assert may_use(alice, restricted, Grants(frozenset({"t-risk"}), frozenset({"s-jira"})))
+
+
+def test_evidence_quotes_exactly() -> None:
+    from domain.evidence import Evidence, Source
+
+    src = Source("chat", "chat-1", "m-1")
+    ev = Evidence.quoted("prefer tea", "I prefer tea in the morning", src, T0)
+    assert ev.as_dict() == {"quote": "prefer tea", "source": {"kind": "chat", "id": "chat-1", "message_id": "m-1"},
+                            "occurred_at": T0}
+    with pytest.raises(InvalidText):
+        Evidence.quoted("prefers tea", "I prefer tea in the morning", src, T0)
+    with pytest.raises(InvalidScope):
+        Source("", "chat-1")
