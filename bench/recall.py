@@ -132,6 +132,7 @@ def main() -> None:
     pg = EmbeddedPostgres(tmp)
     db = pg.start()
     engram = Engram.open(settings, database=db, background=False)
+    engram.governance.put_directory(Caller("acme", "root", "admin"), {"bots": {"b-1": {}}})
     url_db = f"postgresql://{db.user}@/{db.dbname}?host={db.host}&port={db.port}"
     seeded = 0
     print(f"{'memories':>9} {'mode':<11} {'p50 ms':>8} {'p95 ms':>8} {'mean items':>10}")

@@ -31,3 +31,9 @@ def remember_body(text: str, **extra: Any) -> dict[str, Any]:
     }
     body.update(extra)
     return body
+
+
+def put_directory(client: Any, document: dict[str, Any], company: str = "acme") -> dict[str, Any]:
+    r = client.put("/v1/admin/directory", json=document, headers=auth(company=company, user="root", role="admin"))
+    assert r.status_code == 200, r.text
+    return r.json()

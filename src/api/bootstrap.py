@@ -10,15 +10,18 @@ from adapters.blind_index import BlindIndex
 from adapters.crypto import MasterKey
 from adapters.database import Database, EmbeddedPostgres
 from domain.clock import Clock
+from domain.rollout import Rollout
 from projections.base import EngramProjection, ProjectorRunner
+from projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from projections.recall import RecallProjection, RecallQueries, RecallView
 from projections.review import ReviewProjection, ReviewView
 from service.engram import EngramApplication, MemoryService
+from service.governance import GovernanceService
 from service.settings import Settings
 
 log = logging.getLogger("engram")
 
-PROJECTIONS = ("recall", "review")
+PROJECTIONS = ("recall", "review", "governance")
 
 
 def master_key(settings: Settings) -> MasterKey:
@@ -40,6 +43,7 @@ class Engram:
     projections: dict[str, EngramProjection]
     runner: ProjectorRunner
     service: MemoryService
+    governance: GovernanceService
     embedded: EmbeddedPostgres | None = None
     background: bool = field(default=False)
 
@@ -66,11 +70,13 @@ class Engram:
         index = BlindIndex(master)
         recall_view = RecallView(datastore, "recall")
         review_view = ReviewView(datastore, "review")
-        for view in (recall_view, review_view):
+        governance_view = GovernanceView(datastore, "governance")
+        for view in (recall_view, review_view, governance_view):
             view.create_table()
         projections: dict[str, EngramProjection] = {
             "recall": RecallProjection(recall_view, app.keys, index),
             "review": ReviewProjection(review_view, app.keys),
+            "governance": GovernanceProjection(governance_view),
         }
         runner = ProjectorRunner(
             app.recorder, app.mapper.to_domain_event, list(projections.values()),
@@ -80,8 +86,11 @@ class Engram:
             app, runner, RecallQueries(datastore), index, clock or Clock(),
             max_text_bytes=settings.max_text_bytes,
             candidate_ttl=timedelta(days=settings.candidate_ttl_days),
+            governance=GovernanceQueries(datastore),
+            modes=Rollout(settings.mode, settings.company_allowlist),
         )
-        engram = cls(settings, database, master, app, projections, runner, service, embedded, background)
+        engram = cls(settings, database, master, app, projections, runner, service, GovernanceService(service),
+                     embedded, background)
         runner.catch_up_all()
         if background:
             runner.start()

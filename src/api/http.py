@@ -5,19 +5,21 @@ import json
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware
 
 from domain.scope import Caller
 from service.engram import MemoryService
+from service.governance import GovernanceService
 
 from . import problems
 from .bootstrap import Engram
 from .exports import to_markdown
 from .identity import caller_from_token
-from .schemas import ConfirmIn, CorrectIn, RecallIn, RememberIn
+from .schemas import ConfirmIn, CorrectIn, DirectoryIn, RecallIn, RememberIn, SettingsIn
 
-MAX_BODY_BYTES = 256 * 1024
+MAX_BODY_BYTES = 1024 * 1024
 
 
 class BodyLimit(BaseHTTPMiddleware):
@@ -38,12 +40,18 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
     def service() -> MemoryService:
         return engram.service
 
-    def caller(request: Request) -> Caller:
+    def any_caller(request: Request) -> Caller:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         return caller_from_token(token_secret, token.strip() if scheme.lower() == "bearer" else None)
 
-    Who = Annotated[Caller, Depends(caller)]
+    def admitted_caller(who: Annotated[Caller, Depends(any_caller)]) -> Caller:
+        engram.service.admit(who)
+        return who
+
+    Who = Annotated[Caller, Depends(admitted_caller)]
+    Anyone = Annotated[Caller, Depends(any_caller)]  # recall and admin work in every rollout mode
+    Gov = Annotated[GovernanceService, Depends(lambda: engram.governance)]
     Svc = Annotated[MemoryService, Depends(service)]
 
     @app.get("/healthz")
@@ -104,7 +112,7 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
         return svc.reject(who, memory_id)
 
     @app.post("/v1/recall")
-    def recall(body: RecallIn, who: Who, svc: Svc) -> Response:
+    def recall(body: RecallIn, who: Anyone, svc: Svc) -> Response:
         result = svc.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit)
         # The service answers in plain JSON types; skip the generic encoder on the hot path.
         return Response(json.dumps(result, ensure_ascii=False, separators=(",", ":")), media_type="application/json")
@@ -115,6 +123,26 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
         if format == "markdown":
             return PlainTextResponse(to_markdown(data), media_type="text/markdown; charset=utf-8")
         return JSONResponse(jsonable(data))
+
+    @app.get("/v1/admin/directory")
+    def get_directory(who: Anyone, gov: Gov) -> Any:
+        return gov.get_directory(who)
+
+    @app.put("/v1/admin/directory")
+    def put_directory(body: DirectoryIn, who: Anyone, gov: Gov) -> Any:
+        return gov.put_directory(who, body.model_dump())
+
+    @app.post("/v1/sources/{source_id}/revoke", status_code=202)
+    def revoke_source(source_id: Annotated[str, PathParam(max_length=200)], who: Who, gov: Gov) -> Any:
+        return gov.revoke_source(who, source_id)
+
+    @app.get("/v1/settings")
+    def get_settings(who: Who, gov: Gov) -> Any:
+        return gov.get_settings(who)
+
+    @app.put("/v1/settings")
+    def put_settings(body: SettingsIn, who: Who, gov: Gov) -> Any:
+        return gov.put_settings(who, learning_paused=body.learning_paused, use_paused=body.use_paused)
 
     return app
 

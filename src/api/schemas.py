@@ -48,3 +48,33 @@ class RecallIn(BaseModel):
     as_of: AwareDatetime | None = None
     max_bytes: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 17_500
     limit: Annotated[int, Field(strict=True, ge=1, le=200)] = 20
+
+
+class TeamIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    members: list[Id] = Field(default_factory=list, max_length=100_000)
+
+
+class DirectorySourceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    team: Id
+    members: list[Id] = Field(default_factory=list, max_length=100_000)
+
+
+class BotIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    teams: list[Id] = Field(default_factory=list)
+    sources: list[Id] = Field(default_factory=list)
+
+
+class DirectoryIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    teams: dict[Id, TeamIn] = Field(default_factory=dict)
+    sources: dict[Id, DirectorySourceIn] = Field(default_factory=dict)
+    bots: dict[Id, BotIn] = Field(default_factory=dict)
+
+
+class SettingsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    learning_paused: StrictBool
+    use_paused: StrictBool

@@ -48,3 +48,5 @@ class Grants:
 
     teams: frozenset[str] = field(default_factory=frozenset)
     sources: frozenset[str] = field(default_factory=frozenset)
+    bot_registered: bool = True
+    revoked_sources: frozenset[str] = field(default_factory=frozenset)

@@ -9,13 +9,17 @@ def may_use(caller: Caller, scope: Scope, grants: Grants) -> bool:
     """True when this caller may read or act on a memory with this scope now.
 
     The same person in two companies is two people; company admins and operators
-    see no one's memory text; bots act only for the person named in their token.
+    see no one's memory text; a bot acts only for the person in its token and only
+    while registered in the company's directory; a revoked source stops its memories;
+    a restricted memory needs its team and source held by the person (and the bot).
     """
     if caller.is_administrative:
         return False
     if caller.company != scope.company or caller.person != scope.person:
         return False
-    if caller.role == "bot" and not caller.bot:
+    if caller.role == "bot" and not (caller.bot and grants.bot_registered):
+        return False
+    if scope.source_id is not None and scope.source_id in grants.revoked_sources:
         return False
     if scope.visibility == GENERAL:
         return True

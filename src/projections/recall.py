@@ -326,6 +326,7 @@ hits AS MATERIALIZED (
     FROM engram_recall_terms
     WHERE company = %(company)s AND person = %(person)s AND term = ANY(%(terms)s::bigint[])
       AND (visibility = 'general' OR (team = ANY(%(teams)s) AND source_id = ANY(%(sources)s)))
+      AND coalesce(source_id, '') <> ALL(%(revoked)s)
       AND (answer_from IS NULL OR answer_from <= %(as_of)s)
       AND (answer_to IS NULL OR answer_to > %(as_of)s)
 ),
@@ -348,6 +349,7 @@ WITH scored AS (
     FROM engram_recall_revisions r
     WHERE r.company = %(company)s AND r.person = %(person)s AND r.is_answer
       AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
+      AND coalesce(r.source_id, '') <> ALL(%(revoked)s)
       AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
     ORDER BY r.at DESC
@@ -374,10 +376,10 @@ class RecallQueries:
         self.datastore = datastore
 
     def search(self, *, company: str, person: str, terms: list[int], as_of: Any,
-               teams: list[str], sources: list[str], limit: int) -> list[dict[str, Any]]:
+               teams: list[str], sources: list[str], revoked: list[str], limit: int) -> list[dict[str, Any]]:
         params = {
             "company": company, "person": person, "terms": terms, "as_of": as_of,
-            "teams": teams, "sources": sources, "limit": limit, "k1": float(BM25_K1), "b": float(BM25_B),
+            "teams": teams, "sources": sources, "revoked": revoked, "limit": limit, "k1": float(BM25_K1), "b": float(BM25_B),
         }
         sql = (_SEARCH if terms else _RECENT) + _ROWS
         with self.datastore.get_connection() as conn:  # autocommit: one round trip

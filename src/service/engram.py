@@ -21,13 +21,16 @@ from adapters.crypto import MasterKey
 from adapters.keystore import KeyStore
 from adapters.mapper import SealingMapper
 from domain.clock import Clock
-from domain.errors import Conflict, DomainError, Forbidden, NotFound
+from domain.errors import Conflict, DomainError, Forbidden, InvalidScope, NotFound
 from domain.evidence import Evidence, Source
 from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, Memory
+from domain.directory import Directory
+from domain.rollout import OFF, SHADOW, EngramOff, Rollout
 from domain.scope import Caller, Grants, Scope
 from domain.text import validate_text
 from domain.visibility import may_use
 from projections.base import ProjectorRunner
+from projections.governance import GovernanceQueries, Standing
 from projections.recall import RecallQueries
 from projections.sealing import unseal_from_view
 
@@ -76,7 +79,8 @@ class MemoryService:
         *,
         max_text_bytes: int = 8192,
         candidate_ttl: timedelta = timedelta(days=30),
-        grants: Callable[[Caller], Grants] | None = None,
+        governance: GovernanceQueries,
+        modes: Rollout | None = None,
     ) -> None:
         self.app = app
         self.keys = app.keys
@@ -86,14 +90,25 @@ class MemoryService:
         self.clock = clock
         self.max_text_bytes = max_text_bytes
         self.candidate_ttl = candidate_ttl
-        self._grants = grants or (lambda caller: Grants())
+        self.governance = governance
+        self.modes = modes or Rollout()
 
     # -- plumbing ------------------------------------------------------------
 
-    def grants(self, caller: Caller) -> Grants:
-        return self._grants(caller)
+    def standing(self, caller: Caller) -> Standing:
+        return self.governance.standing(caller.company, caller.person)
 
-    def _save(self, *aggregates: Any) -> None:
+    def grants(self, caller: Caller, standing: Standing | None = None) -> Grants:
+        """The directory as it is right now decides; nothing cached across requests."""
+        standing = standing or self.standing(caller)
+        return Directory.from_document(standing.directory).grants(caller, standing.revoked_sources)
+
+    def admit(self, caller: Caller) -> None:
+        """Refuse every call of a company whose rollout mode is off (recall answers empty instead)."""
+        if self.modes.mode(caller.company) == OFF:
+            raise EngramOff("Engram is off for this company")
+
+    def save(self, *aggregates: Any) -> None:
         try:
             recordings = self.app.save(*aggregates)
         except RecordConflictError:
@@ -156,6 +171,8 @@ class MemoryService:
         self._text(text)
         now = self.clock.now()
         origin = Source.of(source)
+        if visibility == "restricted":
+            self._check_restricted(caller, team, origin.id)
         memory = self._create_memory(
             Memory.remember, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
             evidence=[Evidence.quoted(text, text, origin, occurred_at or now).as_dict()],
@@ -163,13 +180,23 @@ class MemoryService:
         )
         return self.memory_view(memory)
 
+    def _check_restricted(self, caller: Caller, team: str | None, source_id: str) -> None:
+        """A restricted memory names a directory source, that source's team, and both must be held."""
+        standing = self.standing(caller)
+        directory = Directory.from_document(standing.directory)
+        if directory.team_of(source_id) is None or directory.team_of(source_id) != team:
+            raise InvalidScope("a restricted memory needs a source of the directory and that source's team")
+        grants = directory.grants(caller, standing.revoked_sources)
+        if team not in grants.teams or source_id not in grants.sources:
+            raise InvalidScope("the caller does not hold that team and source")
+
     def _create_memory(self, factory: Callable[..., Memory], caller: Caller, *, source: dict[str, Any],
                        visibility: str, team: str | None, **fields: Any) -> Memory:
         """Create the memory's data key before its first (sealed) event, then save."""
         scope = Scope(caller.company, caller.person, visibility, team, source.get("id"))
         memory = factory(id=uuid4(), scope=scope, source=source, **fields)
         self.keys.create(memory.id, caller.company)
-        self._save(memory)
+        self.save(memory)
         return memory
 
     def propose(
@@ -211,14 +238,14 @@ class MemoryService:
             self._text(text)
         memory.confirm(text=text, acknowledge_sensitive=acknowledge_sensitive,
                        actor=caller.bot or caller.person, at=self.clock.now())
-        self._save(memory)
+        self.save(memory)
         return self.memory_view(memory)
 
     def reject(self, caller: Caller, memory_id: str) -> dict[str, Any]:
         self._refuse_administrative(caller)
         memory = self._load(caller, memory_id)
         memory.reject(actor=caller.bot or caller.person, at=self.clock.now())
-        self._save(memory)
+        self.save(memory)
         return {"id": str(memory.id), "status": memory.status}
 
     def correct(
@@ -232,7 +259,7 @@ class MemoryService:
         memory = self._load(caller, memory_id)
         memory.correct(text=text, valid_from=valid_from, valid_to=valid_to, reason=reason,
                        actor=caller.bot or caller.person, at=self.clock.now())
-        self._save(memory)
+        self.save(memory)
         return self.memory_view(memory)
 
     def forget(self, caller: Caller, memory_id: str) -> dict[str, Any]:
@@ -252,7 +279,7 @@ class MemoryService:
             memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at,
                           actor=caller.bot or caller.person, at=now)
             try:
-                self._save(memory)
+                self.save(memory)
             except Conflict:
                 continue
             self.keys.vacuum()
@@ -346,15 +373,24 @@ class MemoryService:
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:
         validate_text(query, self.max_text_bytes, allow_empty=True)
-        empty = {"items": [], "degraded": False, "bytes": 0}
+        empty: dict[str, Any] = {"items": [], "degraded": False, "bytes": 0}
+        mode = self.modes.mode(caller.company)
+        if mode == OFF or (mode == SHADOW and caller.role == "bot"):
+            return {**empty, "mode": mode}
         if caller.is_administrative or limit <= 0:
             return empty
-        grants = self.grants(caller)
+        standing = self.standing(caller)
+        if standing.use_paused:
+            return {**empty, "paused": True}
+        grants = self.grants(caller, standing)
+        if caller.role == "bot" and not grants.bot_registered:
+            return empty
         as_of = as_of or self.clock.now()
         rows = self.queries.search(
             company=caller.company, person=caller.person,
             terms=self.index.query_terms(caller.company, query), as_of=as_of,
-            teams=sorted(grants.teams), sources=sorted(grants.sources), limit=limit + 10,
+            teams=sorted(grants.teams), sources=sorted(grants.sources), revoked=sorted(grants.revoked_sources),
+            limit=limit + 10,
         )
         items: list[dict[str, Any]] = []
         total = 0

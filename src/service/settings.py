@@ -21,4 +21,7 @@ class Settings:
     max_text_bytes: int = field(default_factory=lambda: int(_float("ENGRAM_MAX_TEXT_BYTES", 8192)))
     candidate_ttl_days: float = field(default_factory=lambda: _float("ENGRAM_CANDIDATE_TTL_DAYS", 30))
     poll_interval: float = field(default_factory=lambda: _float("ENGRAM_POLL_INTERVAL", 1.0))
+    mode: str = field(default_factory=lambda: os.environ.get("ENGRAM_MODE") or "enabled")
+    company_allowlist: frozenset[str] = field(default_factory=lambda: frozenset(
+        c.strip() for c in os.environ.get("ENGRAM_COMPANY_ALLOWLIST", "").split(",") if c.strip()))
     pool_size: int = field(default_factory=lambda: int(_float("ENGRAM_DB_POOL_SIZE", 8)))

@@ -96,7 +96,7 @@ def test_bad_input_is_a_problem_and_writes_nothing(engram, client) -> None:
          422, "invalid_valid_time"),
         (client.post("/v1/memories", json=remember_body("ok", occurred_at="2026-01-01T00:00:00"), headers=h),
          422, "validation_error"),
-        (client.post("/v1/memories", content=b"x" * 300_000, headers=h), 413, "body_too_large"),
+        (client.post("/v1/memories", content=b"x" * 1_100_000, headers=h), 413, "body_too_large"),
         (client.post("/v1/recall", json={"query": "x", "as_of": "yesterday"}, headers=h), 422, "validation_error"),
         (client.post("/v1/recall", json={"query": "x", "limit": "ten"}, headers=h), 422, "validation_error"),
         (client.post("/v1/recall", json={"query": "x", "max_bytes": -1}, headers=h), 422, "validation_error"),

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from fastapi.testclient import TestClient
 
 from api.http import create_app
-from helpers import SECRET, auth, remember_body
+from helpers import SECRET, auth, put_directory, remember_body
 
 TEXT = "I prefer weekly reports as short bullet points, zebrafinch-7781"
 FIXED = "I prefer monthly reports as long narrative prose, zebrafinch-7781"
@@ -19,6 +19,7 @@ def test_remember_recall_correct_forget(engram) -> None:
     alice_bot = auth(user="alice", role="bot", bot="b-helper", entry="channel")
 
     with TestClient(create_app(engram, SECRET)) as writer:
+        put_directory(writer, {"bots": {"b-helper": {}}})
         r = writer.post("/v1/memories", json=remember_body(TEXT), headers=alice)
         assert r.status_code == 201, r.text
         memory = r.json()

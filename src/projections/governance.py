@@ -1,0 +1,115 @@
+"""Who may see what, as of now: directories, source revocations and per-person settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+from psycopg import Cursor
+from psycopg.types.json import Jsonb
+
+from domain.directory import CompanyDirectory
+from domain.settings import PersonSettings
+
+from .base import EngramProjection, View
+
+DDL = """
+CREATE TABLE IF NOT EXISTS engram_directories (
+    directory_id uuid PRIMARY KEY,
+    company text NOT NULL UNIQUE,
+    document jsonb NOT NULL,
+    updated_at timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS engram_revocations (
+    company text NOT NULL,
+    source_id text NOT NULL,
+    person text NOT NULL,  -- '' when revoked for everyone in the company
+    revoked_at timestamptz NOT NULL,
+    PRIMARY KEY (company, source_id, person)
+);
+CREATE TABLE IF NOT EXISTS engram_settings (
+    settings_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL,
+    learning_paused boolean NOT NULL,
+    use_paused boolean NOT NULL,
+    UNIQUE (company, person)
+);
+"""
+
+EMPTY_DIRECTORY = {"teams": {}, "sources": {}, "bots": {}}
+
+
+class GovernanceView(View):
+    ddl = DDL
+    tables = ("engram_directories", "engram_revocations", "engram_settings")
+
+
+class GovernanceProjection(EngramProjection):
+    name = "governance"
+    view_class = GovernanceView
+
+    def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
+        if isinstance(event, CompanyDirectory.Opened):
+            curs.execute(
+                "INSERT INTO engram_directories (directory_id, company, document, updated_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (event.originator_id, event.company, Jsonb(EMPTY_DIRECTORY), event.timestamp),
+            )
+        elif isinstance(event, CompanyDirectory.Replaced):
+            curs.execute(
+                "UPDATE engram_directories SET document = %s, updated_at = %s WHERE directory_id = %s",
+                (Jsonb(event.document), event.timestamp, event.originator_id),
+            )
+        elif isinstance(event, CompanyDirectory.SourceRevoked):
+            curs.execute(
+                "INSERT INTO engram_revocations (company, source_id, person, revoked_at) "
+                "SELECT company, %s, %s, %s FROM engram_directories WHERE directory_id = %s "
+                "ON CONFLICT DO NOTHING",
+                (event.source_id, event.person or "", event.timestamp, event.originator_id),
+            )
+        elif isinstance(event, PersonSettings.Opened):
+            curs.execute(
+                "INSERT INTO engram_settings (settings_id, company, person, learning_paused, use_paused) "
+                "VALUES (%s, %s, %s, false, false) ON CONFLICT DO NOTHING",
+                (event.originator_id, event.company, event.person),
+            )
+        elif isinstance(event, PersonSettings.Changed):
+            curs.execute(
+                "UPDATE engram_settings SET learning_paused = %s, use_paused = %s WHERE settings_id = %s",
+                (event.learning_paused, event.use_paused, event.originator_id),
+            )
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Everything request-time authorization needs about one caller, read in one round trip."""
+
+    directory: dict[str, Any] = field(default_factory=lambda: dict(EMPTY_DIRECTORY))
+    revoked_sources: frozenset[str] = frozenset()
+    learning_paused: bool = False
+    use_paused: bool = False
+
+
+class GovernanceQueries:
+    def __init__(self, datastore: Any) -> None:
+        self.datastore = datastore
+
+    def standing(self, company: str, person: str) -> Standing:
+        with self.datastore.get_connection() as conn:
+            row = conn.execute(
+                "SELECT (SELECT document FROM engram_directories WHERE company = %(c)s) AS directory, "
+                "(SELECT coalesce(array_agg(source_id), '{}') FROM engram_revocations "
+                " WHERE company = %(c)s AND person IN ('', %(p)s)) AS revoked, "
+                "(SELECT learning_paused FROM engram_settings WHERE company = %(c)s AND person = %(p)s) AS lp, "
+                "(SELECT use_paused FROM engram_settings WHERE company = %(c)s AND person = %(p)s) AS up",
+                {"c": company, "p": person}, prepare=True,
+            ).fetchone()
+        assert row is not None
+        return Standing(
+            directory=row["directory"] or dict(EMPTY_DIRECTORY),
+            revoked_sources=frozenset(row["revoked"]),
+            learning_paused=bool(row["lp"]),
+            use_paused=bool(row["up"]),
+        )

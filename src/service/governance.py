@@ -1,0 +1,70 @@
+"""Directory, source revocation and per-person controls: the commands that change who sees what."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.application import AggregateNotFoundError
+
+from domain.directory import CompanyDirectory, Directory, directory_id
+from domain.errors import Forbidden
+from domain.scope import Caller
+from domain.settings import PersonSettings, settings_id
+
+from .engram import MemoryService
+
+
+class GovernanceService:
+    def __init__(self, memories: MemoryService) -> None:
+        self.memories = memories
+        self.app = memories.app
+        self.clock = memories.clock
+
+    def _directory(self, company: str) -> CompanyDirectory:
+        try:
+            return self.app.repository.get(directory_id(company))
+        except AggregateNotFoundError:
+            return CompanyDirectory.open(company, self.clock.now())
+
+    def _require_admin(self, caller: Caller) -> None:
+        if not caller.is_administrative:
+            raise Forbidden("only company admins and operators may do this")
+
+    def get_directory(self, caller: Caller) -> dict[str, Any]:
+        self._require_admin(caller)
+        return self._directory(caller.company).document
+
+    def put_directory(self, caller: Caller, document: dict[str, Any]) -> dict[str, Any]:
+        self._require_admin(caller)
+        directory = Directory.from_document(document)
+        aggregate = self._directory(caller.company)
+        aggregate.replace(directory, actor=caller.person, at=self.clock.now())
+        self.memories.save(aggregate)
+        return aggregate.document
+
+    def revoke_source(self, caller: Caller, source_id: str) -> dict[str, Any]:
+        """An admin revokes for the whole company; a person (or their bot) for themself."""
+        everyone = caller.is_administrative
+        aggregate = self._directory(caller.company)
+        aggregate.revoke(source_id, person=None if everyone else caller.person,
+                         actor=caller.bot or caller.person, at=self.clock.now())
+        self.memories.save(aggregate)
+        return {"source_id": source_id, "scope": "company" if everyone else "person", "status": "revoked"}
+
+    def _settings(self, caller: Caller) -> PersonSettings:
+        try:
+            return self.app.repository.get(settings_id(caller.company, caller.person))
+        except AggregateNotFoundError:
+            return PersonSettings.open(caller.company, caller.person, self.clock.now())
+
+    def get_settings(self, caller: Caller) -> dict[str, bool]:
+        return self._settings(caller).document()
+
+    def put_settings(self, caller: Caller, *, learning_paused: bool, use_paused: bool) -> dict[str, bool]:
+        if caller.role == "bot":
+            raise Forbidden("a bot cannot change the person's controls")
+        settings = self._settings(caller)
+        settings.change(learning_paused=learning_paused, use_paused=use_paused, actor=caller.person,
+                        at=self.clock.now())
+        self.memories.save(settings)
+        return settings.document()
