@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from adapters.blind_index import BlindIndex
+from adapters.content_rules import ContentRules
 from adapters.crypto import MasterKey
 from adapters.database import Database, EmbeddedPostgres
 from domain.clock import Clock
@@ -34,6 +37,29 @@ def token_secret(settings: Settings) -> str:
     return settings.token_secret or master_key(settings).token_secret()
 
 
+class Sweeper:
+    """Runs periodic housekeeping (candidate expiry) in the background."""
+
+    def __init__(self, task: Callable[[], object], interval: float) -> None:
+        self.task, self.interval = task, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="engram-sweeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.task()
+            except Exception:  # noqa: BLE001 - housekeeping must outlive a database hiccup
+                log.exception("sweep failed; will retry")
+
+
 @dataclass
 class Engram:
     settings: Settings
@@ -46,6 +72,7 @@ class Engram:
     governance: GovernanceService
     embedded: EmbeddedPostgres | None = None
     background: bool = field(default=False)
+    sweeper: Sweeper | None = None
 
     @classmethod
     def open(
@@ -88,12 +115,15 @@ class Engram:
             candidate_ttl=timedelta(days=settings.candidate_ttl_days),
             governance=GovernanceQueries(datastore),
             modes=Rollout(settings.mode, settings.company_allowlist),
+            policy=ContentRules(),
         )
         engram = cls(settings, database, master, app, projections, runner, service, GovernanceService(service),
                      embedded, background)
         runner.catch_up_all()
         if background:
             runner.start()
+            engram.sweeper = Sweeper(service.expire_due_candidates, settings.sweep_interval)
+            engram.sweeper.start()
         return engram
 
     def status(self) -> list[dict[str, object]]:
@@ -109,6 +139,8 @@ class Engram:
         return self.runner.catch_up(projection)
 
     def close(self) -> None:
+        if self.sweeper is not None:
+            self.sweeper.stop()
         self.runner.stop()
         self.app.close()
         if self.embedded is not None:

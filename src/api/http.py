@@ -65,6 +65,8 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
             who, text=body.text, source=body.source.model_dump(), occurred_at=body.occurred_at,
             visibility=body.visibility, team=body.team, valid_from=body.valid_from, valid_to=body.valid_to,
         )
+        if memory["status"] == "pending_review":  # sensitive: a candidate awaiting the person's review
+            return JSONResponse(jsonable(memory), status_code=202)
         return memory
 
     @app.get("/v1/memories")

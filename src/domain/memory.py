@@ -117,6 +117,10 @@ class Memory(Aggregate):
             memory.status = REJECTED
 
     class Expired(Event):
+        """An unreviewed candidate ran out of time; its key is destroyed like a forgotten one's."""
+
+        key_destroyed_at: datetime | None
+
         def apply(self, memory: Memory) -> None:
             memory.status = EXPIRED
 
@@ -247,11 +251,14 @@ class Memory(Aggregate):
             raise NotACandidate("only a pending candidate can be rejected")
         self.trigger_event(self.Rejected, timestamp=at, actor=actor)
 
-    def expire(self, *, at: datetime) -> None:
+    def is_due(self, now: datetime) -> bool:
+        return self.status == PENDING and self.expires_at is not None and self.expires_at <= now
+
+    def expire(self, *, at: datetime, key_destroyed_at: datetime | None = None) -> None:
         self._refuse_if_forgotten()
         if self.status != PENDING:
             raise NotACandidate("only a pending candidate can expire")
-        self.trigger_event(self.Expired, timestamp=at, actor="system")
+        self.trigger_event(self.Expired, timestamp=at, actor="system", key_destroyed_at=key_destroyed_at)
 
     def correct(
         self,

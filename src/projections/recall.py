@@ -186,7 +186,13 @@ class RecallProjection(EngramProjection):
         self._set_status(curs, e, REJECTED)
 
     def on_Expired(self, curs: Cursor[Any], e: Memory.Expired, t: Tracking) -> None:
-        self._set_status(curs, e, EXPIRED)
+        """Expired candidates are purged like forgotten memories."""
+        curs.execute("DELETE FROM engram_recall_revisions WHERE memory_id = %s", (e.originator_id,))
+        curs.execute(
+            "UPDATE engram_memories SET status = %s, sealed_text = NULL, sealed_evidence = NULL, updated_at = %s "
+            "WHERE memory_id = %s",
+            (EXPIRED, e.timestamp, e.originator_id),
+        )
 
     def on_Corrected(self, curs: Cursor[Any], e: Memory.Corrected, t: Tracking) -> None:
         key = self.keys.get(e.originator_id) if e.text is not None else None
@@ -416,6 +422,14 @@ class RecallQueries:
                 (company, person),
             )
             return list(curs.fetchall())
+
+    def due_candidates(self, now: Any, limit: int) -> list[Any]:
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                "SELECT memory_id FROM engram_candidates WHERE expires_at <= %s ORDER BY expires_at LIMIT %s",
+                (now, limit),
+            ).fetchall()
+        return [r["memory_id"] for r in rows]
 
     def forget(self, forget_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         with self.datastore.transaction(commit=False) as curs:

@@ -21,10 +21,19 @@ from adapters.crypto import MasterKey
 from adapters.keystore import KeyStore
 from adapters.mapper import SealingMapper
 from domain.clock import Clock
-from domain.errors import Conflict, DomainError, Forbidden, InvalidScope, NotFound
+from domain.errors import (
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidScope,
+    MemoryForgotten,
+    NotFound,
+    SensitiveAckRequired,
+)
 from domain.evidence import Evidence, Source
-from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, Memory
+from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory
 from domain.directory import Directory
+from domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, refuse_secrets
 from domain.rollout import OFF, SHADOW, EngramOff, Rollout
 from domain.scope import Caller, Grants, Scope
 from domain.text import validate_text
@@ -81,6 +90,7 @@ class MemoryService:
         candidate_ttl: timedelta = timedelta(days=30),
         governance: GovernanceQueries,
         modes: Rollout | None = None,
+        policy: ContentPolicy | None = None,
     ) -> None:
         self.app = app
         self.keys = app.keys
@@ -92,6 +102,7 @@ class MemoryService:
         self.candidate_ttl = candidate_ttl
         self.governance = governance
         self.modes = modes or Rollout()
+        self.policy: ContentPolicy = policy or AcceptEverything()
 
     # -- plumbing ------------------------------------------------------------
 
@@ -167,16 +178,25 @@ class MemoryService:
         valid_from: datetime | None,
         valid_to: datetime | None,
     ) -> dict[str, Any]:
+        """Confirm exactly the stated text; a sensitive one becomes a candidate, a secret is refused."""
         self._refuse_administrative(caller)
         self._text(text)
+        verdict = refuse_secrets(self.policy, text)
         now = self.clock.now()
         origin = Source.of(source)
         if visibility == "restricted":
             self._check_restricted(caller, team, origin.id)
+        evidence = [Evidence.quoted(text, text, origin, occurred_at or now).as_dict()]
+        if verdict == SENSITIVE_CONTENT:
+            candidate = self._create_memory(
+                Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
+                evidence=evidence, review=SENSITIVE, expires_at=now + self.candidate_ttl,
+                valid_from=valid_from, valid_to=valid_to, actor=caller.bot or caller.person, at=now,
+            )
+            return self.candidate_view_from(candidate)
         memory = self._create_memory(
             Memory.remember, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
-            evidence=[Evidence.quoted(text, text, origin, occurred_at or now).as_dict()],
-            valid_from=valid_from, valid_to=valid_to, actor=caller.bot or caller.person, at=now,
+            evidence=evidence, valid_from=valid_from, valid_to=valid_to, actor=caller.bot or caller.person, at=now,
         )
         return self.memory_view(memory)
 
@@ -214,6 +234,8 @@ class MemoryService:
         """A candidate, for the person to review. Learning from receipts builds on this."""
         self._refuse_administrative(caller)
         self._text(text)
+        if refuse_secrets(self.policy, text, quote) == SENSITIVE_CONTENT:
+            review = SENSITIVE
         now = self.clock.now()
         origin = Source.of(source)
         memory = self._create_memory(
@@ -236,6 +258,8 @@ class MemoryService:
         memory = self._load(caller, memory_id)
         if text is not None:
             self._text(text)
+            if refuse_secrets(self.policy, text) == SENSITIVE_CONTENT and not acknowledge_sensitive:
+                raise SensitiveAckRequired("the edited text is sensitive; confirm with acknowledge_sensitive: true")
         memory.confirm(text=text, acknowledge_sensitive=acknowledge_sensitive,
                        actor=caller.bot or caller.person, at=self.clock.now())
         self.save(memory)
@@ -256,6 +280,7 @@ class MemoryService:
         self._text(text)
         if reason is not None:
             validate_text(reason, self.max_text_bytes)
+        refuse_secrets(self.policy, text, reason)
         memory = self._load(caller, memory_id)
         memory.correct(text=text, valid_from=valid_from, valid_to=valid_to, reason=reason,
                        actor=caller.bot or caller.person, at=self.clock.now())
@@ -285,6 +310,28 @@ class MemoryService:
             self.keys.vacuum()
             return {"forget_id": forget_id, "status": "stopped_using"}
         raise Conflict("the memory kept changing; its key is destroyed, retry to record the forget")
+
+    def expire_due_candidates(self, limit: int = 500) -> int:
+        """Expire unreviewed candidates past their time and destroy their keys. Safe to run anywhere, often."""
+        now = self.clock.now()
+        expired = 0
+        for memory_id in self.queries.due_candidates(now, limit):
+            try:
+                memory = self.app.repository.get(memory_id)
+            except AggregateNotFoundError:
+                continue
+            if not isinstance(memory, Memory) or not memory.is_due(now):
+                continue
+            destroyed_at = self.keys.destroy(memory.id, memory.company, now)
+            memory.expire(at=now, key_destroyed_at=destroyed_at)
+            try:
+                self.save(memory)
+            except (Conflict, MemoryForgotten):
+                continue  # confirmed, rejected or forgotten meanwhile; the key is gone either way
+            expired += 1
+        if expired:
+            self.keys.vacuum()
+        return expired
 
     # -- queries -------------------------------------------------------------
 

@@ -24,4 +24,5 @@ class Settings:
     mode: str = field(default_factory=lambda: os.environ.get("ENGRAM_MODE") or "enabled")
     company_allowlist: frozenset[str] = field(default_factory=lambda: frozenset(
         c.strip() for c in os.environ.get("ENGRAM_COMPANY_ALLOWLIST", "").split(",") if c.strip()))
+    sweep_interval: float = field(default_factory=lambda: _float("ENGRAM_SWEEP_INTERVAL", 60.0))
     pool_size: int = field(default_factory=lambda: int(_float("ENGRAM_DB_POOL_SIZE", 8)))
