@@ -41,10 +41,12 @@ class KeyStore:
     def create(self, key_id: Any, company: str) -> None:
         key = new_data_key()
         with self.datastore.transaction(commit=True) as curs:
+            # A destroyed key is never created again: a late job cannot revive a forgotten memory.
             curs.execute(
-                "INSERT INTO engram_data_keys (key_id, company, wrapped) VALUES (%s, %s, %s) "
+                "INSERT INTO engram_data_keys (key_id, company, wrapped) SELECT %s, %s, %s "
+                "WHERE NOT EXISTS (SELECT 1 FROM engram_destroyed_keys WHERE key_id = %s) "
                 "ON CONFLICT (key_id) DO NOTHING",
-                (key_id, company, self.master.wrap(key, str(key_id))),
+                (key_id, company, self.master.wrap(key, str(key_id)), key_id),
             )
 
     def get(self, key_id: Any) -> bytes | None:

@@ -36,6 +36,8 @@ class SealingMapper(Mapper):
         personal = getattr(type(domain_event), "personal_fields", ())
         if not personal:
             return super().to_stored_event(domain_event)
+        if all(getattr(domain_event, name) is None for name in personal):
+            return super().to_stored_event(domain_event)  # nothing personal to seal
         stored = super().to_stored_event(domain_event)
         state = self.json.decode(stored.state)
         secret = {name: state.pop(name) for name in personal}

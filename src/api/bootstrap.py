@@ -9,22 +9,26 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from adapters.blind_index import BlindIndex
+from adapters.budget import BudgetLedger, Limits
 from adapters.content_rules import ContentRules
+from adapters.extractors import OpenAIExtractor, RuleExtractor
 from adapters.crypto import MasterKey
 from adapters.database import Database, EmbeddedPostgres
 from domain.clock import Clock
 from domain.rollout import Rollout
 from projections.base import EngramProjection, ProjectorRunner
 from projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
+from projections.inbox import InboxProjection, InboxQueries, InboxView
 from projections.recall import RecallProjection, RecallQueries, RecallView
 from projections.review import ReviewProjection, ReviewView
 from service.engram import EngramApplication, MemoryService
 from service.governance import GovernanceService
+from service.learning import LearningService, LearningSettings
 from service.settings import Settings
 
 log = logging.getLogger("engram")
 
-PROJECTIONS = ("recall", "review", "governance")
+PROJECTIONS = ("recall", "review", "governance", "inbox")
 
 
 def master_key(settings: Settings) -> MasterKey:
@@ -70,9 +74,10 @@ class Engram:
     runner: ProjectorRunner
     service: MemoryService
     governance: GovernanceService
+    learning: LearningService
     embedded: EmbeddedPostgres | None = None
     background: bool = field(default=False)
-    sweeper: Sweeper | None = None
+    sweepers: list[Sweeper] = field(default_factory=list)
 
     @classmethod
     def open(
@@ -98,12 +103,14 @@ class Engram:
         recall_view = RecallView(datastore, "recall")
         review_view = ReviewView(datastore, "review")
         governance_view = GovernanceView(datastore, "governance")
-        for view in (recall_view, review_view, governance_view):
+        inbox_view = InboxView(datastore, "inbox")
+        for view in (recall_view, review_view, governance_view, inbox_view):
             view.create_table()
         projections: dict[str, EngramProjection] = {
             "recall": RecallProjection(recall_view, app.keys, index),
             "review": ReviewProjection(review_view, app.keys),
             "governance": GovernanceProjection(governance_view),
+            "inbox": InboxProjection(inbox_view),
         }
         runner = ProjectorRunner(
             app.recorder, app.mapper.to_domain_event, list(projections.values()),
@@ -117,13 +124,26 @@ class Engram:
             modes=Rollout(settings.mode, settings.company_allowlist),
             policy=ContentRules(),
         )
+        inbox = InboxQueries(datastore)
+        inbox.create_tables()
+        budget = BudgetLedger(datastore)
+        budget.create_tables()
+        extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
+                     if settings.llm_base_url else RuleExtractor())
+        learning = LearningService(service, inbox, budget, extractor, LearningSettings(limits=Limits(
+            settings.daily_tokens, settings.daily_calls, settings.person_daily_tokens, settings.person_daily_calls)))
         engram = cls(settings, database, master, app, projections, runner, service, GovernanceService(service),
-                     embedded, background)
+                     learning, embedded, background)
         runner.catch_up_all()
         if background:
             runner.start()
-            engram.sweeper = Sweeper(service.expire_due_candidates, settings.sweep_interval)
-            engram.sweeper.start()
+            engram.sweepers = [
+                Sweeper(service.expire_due_candidates, settings.sweep_interval),
+                Sweeper(learning.clear_processed_payloads, settings.sweep_interval),
+                Sweeper(learning.work, settings.worker_interval),
+            ]
+            for sweeper in engram.sweepers:
+                sweeper.start()
         return engram
 
     def status(self) -> list[dict[str, object]]:
@@ -139,8 +159,8 @@ class Engram:
         return self.runner.catch_up(projection)
 
     def close(self) -> None:
-        if self.sweeper is not None:
-            self.sweeper.stop()
+        for sweeper in self.sweepers:
+            sweeper.stop()
         self.runner.stop()
         self.app.close()
         if self.embedded is not None:

@@ -17,7 +17,7 @@ from . import problems
 from .bootstrap import Engram
 from .exports import to_markdown
 from .identity import caller_from_token
-from .schemas import ConfirmIn, CorrectIn, DirectoryIn, RecallIn, RememberIn, SettingsIn
+from .schemas import ConfirmIn, CorrectIn, DirectoryIn, ReceiptIn, RecallIn, RememberIn, SettingsIn
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -125,6 +125,17 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
         if format == "markdown":
             return PlainTextResponse(to_markdown(data), media_type="text/markdown; charset=utf-8")
         return JSONResponse(jsonable(data))
+
+    @app.post("/v1/receipts", status_code=202)
+    def receive(body: ReceiptIn, who: Who) -> Any:
+        return engram.learning.receive(
+            who, receipt_id=body.receipt_id, author=body.author, kind=body.kind, text=body.text,
+            occurred_at=body.occurred_at, source=body.source.model_dump(), visibility=body.visibility, team=body.team,
+        )
+
+    @app.get("/v1/receipts/{receipt_id}")
+    def receipt_status(receipt_id: Annotated[str, PathParam(max_length=200)], who: Who) -> Any:
+        return engram.learning.status(who, receipt_id)
 
     @app.get("/v1/admin/directory")
     def get_directory(who: Anyone, gov: Gov) -> Any:

@@ -78,3 +78,15 @@ class SettingsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     learning_paused: StrictBool
     use_paused: StrictBool
+
+
+class ReceiptIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    receipt_id: Id
+    author: Literal["user", "assistant", "system", "tool"]
+    text: StrictStr
+    kind: Literal["message", "authorization_request", "input_request"] = "message"
+    occurred_at: AwareDatetime | None = None
+    source: SourceIn
+    visibility: Literal["general", "restricted"] = "general"
+    team: Id | None = None

@@ -70,6 +70,7 @@ class Memory(Aggregate):
             memory.review = NORMAL
             memory.expires_at = None
             memory.forget_id = None
+            memory.receipt = None
             memory.revisions = [
                 {
                     "revision": 1,
@@ -95,9 +96,11 @@ class Memory(Aggregate):
 
         review: str
         expires_at: datetime | None
+        receipt: str | None  # the receipt it was learned from, if any
 
         def apply(self, memory: Memory) -> None:
             super().apply(memory)
+            memory.receipt = self.receipt
             memory.status = PENDING
             memory.review = self.review
             memory.expires_at = self.expires_at
@@ -197,12 +200,12 @@ class Memory(Aggregate):
     def propose(
         cls, *, scope: Scope, source: dict[str, Any], text: str, evidence: list[dict[str, Any]], review: str,
         expires_at: datetime | None, actor: str, at: datetime, valid_from: datetime | None = None,
-        valid_to: datetime | None = None, id: UUID | None = None,
+        valid_to: datetime | None = None, id: UUID | None = None, receipt: str | None = None,
     ) -> Memory:
         """A candidate for the person to review."""
         return cls._begin(cls.Proposed, scope=scope, source=source, text=text, evidence=evidence,
                           valid_from=valid_from, valid_to=valid_to, actor=actor, at=at, id=id,
-                          review=review, expires_at=expires_at)
+                          review=review, expires_at=expires_at, receipt=receipt)
 
     # -- views of state -------------------------------------------------------
 

@@ -214,7 +214,8 @@ class MemoryService:
                        visibility: str, team: str | None, **fields: Any) -> Memory:
         """Create the memory's data key before its first (sealed) event, then save."""
         scope = Scope(caller.company, caller.person, visibility, team, source.get("id"))
-        memory = factory(id=uuid4(), scope=scope, source=source, **fields)
+        fields["id"] = fields.get("id") or uuid4()
+        memory = factory(scope=scope, source=source, **fields)
         self.keys.create(memory.id, caller.company)
         self.save(memory)
         return memory
@@ -230,6 +231,8 @@ class MemoryService:
         visibility: str = "general",
         team: str | None = None,
         review: str = NORMAL,
+        id: UUID | None = None,
+        receipt: str | None = None,
     ) -> dict[str, Any]:
         """A candidate, for the person to review. Learning from receipts builds on this."""
         self._refuse_administrative(caller)
@@ -241,7 +244,7 @@ class MemoryService:
         memory = self._create_memory(
             Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
             evidence=[Evidence(quote, origin, occurred_at or now).as_dict()],
-            review=review, expires_at=now + self.candidate_ttl, actor="engram", at=now,
+            review=review, expires_at=now + self.candidate_ttl, actor="engram", at=now, id=id, receipt=receipt,
         )
         return self.candidate_view_from(memory)
 
@@ -307,9 +310,30 @@ class MemoryService:
                 self.save(memory)
             except Conflict:
                 continue
+            if memory.receipt:
+                self.clear_receipt_payload(UUID(memory.receipt), "memory_forgotten")
             self.keys.vacuum()
             return {"forget_id": forget_id, "status": "stopped_using"}
         raise Conflict("the memory kept changing; its key is destroyed, retry to record the forget")
+
+    def clear_receipt_payload(self, receipt_id: UUID, why: str) -> bool:
+        """Destroy a receipt's key (its text in every copy), then record that it is gone."""
+        from domain.receipt import Receipt
+
+        try:
+            receipt = self.app.repository.get(receipt_id)
+        except AggregateNotFoundError:
+            return False
+        if not isinstance(receipt, Receipt) or receipt.cleared:
+            return False
+        now = self.clock.now()
+        self.keys.destroy(receipt.id, receipt.company, now)
+        receipt.clear_payload(why, now)
+        try:
+            self.save(receipt)
+        except Conflict:
+            return False  # a concurrent change; the key is gone already and the next sweep records it
+        return True
 
     def expire_due_candidates(self, limit: int = 500) -> int:
         """Expire unreviewed candidates past their time and destroy their keys. Safe to run anywhere, often."""

@@ -12,6 +12,11 @@ def _float(name: str, default: float) -> float:
     return float(raw) if raw not in (None, "") else default
 
 
+def _optional_int(name: str) -> int | None:
+    raw = os.environ.get(name)
+    return int(float(raw)) if raw not in (None, "") else None
+
+
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = field(default_factory=lambda: Path(os.environ.get("ENGRAM_DATA_DIR", "./.engram")))
@@ -25,4 +30,12 @@ class Settings:
     company_allowlist: frozenset[str] = field(default_factory=lambda: frozenset(
         c.strip() for c in os.environ.get("ENGRAM_COMPANY_ALLOWLIST", "").split(",") if c.strip()))
     sweep_interval: float = field(default_factory=lambda: _float("ENGRAM_SWEEP_INTERVAL", 60.0))
+    daily_tokens: int = field(default_factory=lambda: int(_float("ENGRAM_DAILY_TOKENS", 250_000)))
+    daily_calls: int = field(default_factory=lambda: int(_float("ENGRAM_DAILY_CALLS", 100)))
+    person_daily_tokens: int | None = field(default_factory=lambda: _optional_int("ENGRAM_PERSON_DAILY_TOKENS"))
+    person_daily_calls: int | None = field(default_factory=lambda: _optional_int("ENGRAM_PERSON_DAILY_CALLS"))
+    llm_base_url: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_LLM_BASE_URL") or None)
+    llm_model: str = field(default_factory=lambda: os.environ.get("ENGRAM_LLM_MODEL") or "gpt-4o-mini")
+    llm_api_key: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_LLM_API_KEY") or None)
+    worker_interval: float = field(default_factory=lambda: _float("ENGRAM_WORKER_INTERVAL", 1.0))
     pool_size: int = field(default_factory=lambda: int(_float("ENGRAM_DB_POOL_SIZE", 8)))

@@ -1,0 +1,170 @@
+"""Daily model budgets per company and per person, by UTC day: reserve before a call, settle once after.
+
+These are operational counters (a rate limiter), not a record of the business; the usage ledger
+beside them keeps model, attempts, tokens and accepted-proposal counts, never prompts or outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+from uuid import UUID, uuid4
+
+from eventsourcing.postgres import PostgresDatastore
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS engram_budget_days (
+    company text NOT NULL,
+    person text NOT NULL,  -- '' is the company's own row
+    day date NOT NULL,
+    tokens bigint NOT NULL DEFAULT 0,
+    calls int NOT NULL DEFAULT 0,
+    PRIMARY KEY (company, person, day)
+);
+CREATE TABLE IF NOT EXISTS engram_budget_reservations (
+    reservation_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL,
+    day date NOT NULL,
+    tokens_reserved bigint NOT NULL,
+    tokens_charged bigint,
+    settled boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL,
+    settled_at timestamptz
+);
+CREATE TABLE IF NOT EXISTS engram_usage_ledger (
+    entry_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL,
+    day date NOT NULL,
+    extractor text NOT NULL,
+    model text NOT NULL,
+    attempts int NOT NULL,
+    tokens_reserved bigint NOT NULL,
+    prompt_tokens bigint,
+    completion_tokens bigint,
+    tokens_charged bigint NOT NULL,
+    proposals int NOT NULL,
+    accepted int NOT NULL,
+    outcome text NOT NULL,
+    at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS engram_usage_ledger_day ON engram_usage_ledger (company, day);
+"""
+
+EXHAUSTED = "budget_exhausted"
+PAUSED = "budget_paused"
+TOO_LARGE = "larger_than_daily_budget"
+
+
+@dataclass(frozen=True)
+class Limits:
+    company_tokens: int
+    company_calls: int
+    person_tokens: int | None = None
+    person_calls: int | None = None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    reservation_id: UUID
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+
+
+class BudgetLedger:
+    def __init__(self, datastore: PostgresDatastore) -> None:
+        self.datastore = datastore
+
+    def create_tables(self) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(SCHEMA)
+
+    def reserve(self, company: str, person: str, day: date, tokens: int, limits: Limits,
+                at: datetime) -> Reservation | Refusal:
+        """Atomically take room for one call of at most `tokens`, or say why not."""
+        if limits.company_tokens == 0 or limits.company_calls == 0 or limits.person_tokens == 0 \
+                or limits.person_calls == 0:
+            return Refusal(PAUSED)
+        if tokens > limits.company_tokens or (limits.person_tokens is not None and tokens > limits.person_tokens):
+            return Refusal(TOO_LARGE)
+        rows = [("", limits.company_tokens, limits.company_calls), (person, limits.person_tokens, limits.person_calls)]
+        with self.datastore.transaction(commit=True) as curs:
+            for who, _t, _c in rows:  # company row first, then the person's: one lock order, no deadlock
+                curs.execute(
+                    "INSERT INTO engram_budget_days (company, person, day) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    (company, who, day),
+                )
+            for who, token_limit, call_limit in rows:
+                curs.execute(
+                    "SELECT tokens, calls FROM engram_budget_days WHERE company = %s AND person = %s AND day = %s "
+                    "FOR UPDATE",
+                    (company, who, day),
+                )
+                row = curs.fetchone()
+                assert row is not None
+                if token_limit is not None and row["tokens"] + tokens > token_limit:
+                    return Refusal(EXHAUSTED)
+                if call_limit is not None and row["calls"] + 1 > call_limit:
+                    return Refusal(EXHAUSTED)
+            for who, _t, _c in rows:
+                curs.execute(
+                    "UPDATE engram_budget_days SET tokens = tokens + %s, calls = calls + 1 "
+                    "WHERE company = %s AND person = %s AND day = %s",
+                    (tokens, company, who, day),
+                )
+            reservation = Reservation(uuid4(), tokens)
+            curs.execute(
+                "INSERT INTO engram_budget_reservations (reservation_id, company, person, day, tokens_reserved, "
+                "created_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                (reservation.reservation_id, company, person, day, tokens, at),
+            )
+        return reservation
+
+    def settle(self, reservation_id: UUID, used_tokens: int | None, at: datetime) -> int | None:
+        """Charge what the call really used, exactly once. Unknown usage keeps the reservation.
+
+        Returns the tokens charged, or None when it had been settled already.
+        """
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "UPDATE engram_budget_reservations SET settled = true, settled_at = %s, "
+                "tokens_charged = coalesce(%s, tokens_reserved) WHERE reservation_id = %s AND NOT settled "
+                "RETURNING company, person, day, tokens_reserved, tokens_charged",
+                (at, used_tokens, reservation_id),
+            )
+            row = curs.fetchone()
+            if row is None:
+                return None
+            delta = row["tokens_charged"] - row["tokens_reserved"]
+            if delta:
+                curs.execute(
+                    "UPDATE engram_budget_days SET tokens = tokens + %s WHERE company = %s AND day = %s "
+                    "AND person IN ('', %s)",
+                    (delta, row["company"], row["day"], row["person"]),
+                )
+            return int(row["tokens_charged"])
+
+    def record_usage(self, **entry: Any) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "INSERT INTO engram_usage_ledger (entry_id, company, person, day, extractor, model, attempts, "
+                "tokens_reserved, prompt_tokens, completion_tokens, tokens_charged, proposals, accepted, outcome, at) "
+                "VALUES (%(entry_id)s, %(company)s, %(person)s, %(day)s, %(extractor)s, %(model)s, %(attempts)s, "
+                "%(tokens_reserved)s, %(prompt_tokens)s, %(completion_tokens)s, %(tokens_charged)s, %(proposals)s, "
+                "%(accepted)s, %(outcome)s, %(at)s)",
+                {"entry_id": uuid4(), **entry},
+            )
+
+    def today(self, company: str, day: date) -> dict[str, int]:
+        with self.datastore.get_connection() as conn:
+            row = conn.execute(
+                "SELECT tokens, calls FROM engram_budget_days WHERE company = %s AND person = '' AND day = %s",
+                (company, day),
+            ).fetchone()
+        return {"tokens": int(row["tokens"]), "calls": int(row["calls"])} if row else {"tokens": 0, "calls": 0}

@@ -1,0 +1,59 @@
+"""Proposals from an extractor, and the server-side checks every proposal must pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .review import SECRET_CONTENT, ContentPolicy
+
+
+@dataclass(frozen=True)
+class Proposal:
+    text: str
+    quote: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a model call cost; None where the provider did not say."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    @property
+    def total(self) -> int | None:
+        if self.prompt_tokens is None or self.completion_tokens is None:
+            return None
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Extraction:
+    proposals: list[Proposal]
+    usage: Usage
+    model: str
+
+
+def accept_proposals(proposals: list[Proposal], user_text: str, policy: ContentPolicy,
+                     max_text_bytes: int = 8192) -> list[Proposal]:
+    """Keep only proposals whose quote is an exact part of the person's own words and that hold no secret.
+
+    Scope never comes from here: the receipt decides it.
+    """
+    kept: list[Proposal] = []
+    seen: set[tuple[str, str]] = set()
+    for p in proposals:
+        if not isinstance(p.text, str) or not isinstance(p.quote, str):
+            continue
+        text, quote = p.text.strip(), p.quote
+        if not text or not quote.strip() or quote not in user_text:
+            continue
+        if "\x00" in text or len(text.encode("utf-8", "replace")) > max_text_bytes:
+            continue
+        if policy.classify(text) == SECRET_CONTENT or policy.classify(quote) == SECRET_CONTENT:
+            continue
+        if (text, quote) in seen:
+            continue
+        seen.add((text, quote))
+        kept.append(Proposal(text, quote))
+    return kept

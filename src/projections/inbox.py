@@ -1,0 +1,170 @@
+"""The inbox: each receipt's state, and the chats where capture was stopped. No text."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Tracking
+from psycopg import Cursor
+
+from domain.receipt import IGNORED, QUEUED, Receipt
+
+from .base import EngramProjection, View
+
+DDL = """
+CREATE TABLE IF NOT EXISTS engram_inbox (
+    receipt_uuid uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL,
+    receipt_id text NOT NULL,
+    source_id text,
+    kind text NOT NULL,
+    state text NOT NULL,
+    reason text,
+    candidate_ids jsonb NOT NULL DEFAULT '[]',
+    received_at timestamptz NOT NULL,
+    processed_at timestamptz,
+    cleared boolean NOT NULL DEFAULT false
+);
+CREATE INDEX IF NOT EXISTS engram_inbox_queue ON engram_inbox (received_at) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS engram_inbox_retention ON engram_inbox (processed_at) WHERE NOT cleared;
+CREATE TABLE IF NOT EXISTS engram_capture_stops (
+    company text NOT NULL,
+    source_id text NOT NULL,
+    stopped_at timestamptz NOT NULL,
+    PRIMARY KEY (company, source_id)
+);
+"""
+
+
+class InboxView(View):
+    ddl = DDL
+    tables = ("engram_inbox", "engram_capture_stops")
+
+
+class InboxProjection(EngramProjection):
+    name = "inbox"
+    view_class = InboxView
+
+    def apply(self, curs: Cursor[Any], e: Any, tracking: Tracking) -> None:
+        if isinstance(e, Receipt.Received):
+            curs.execute(
+                "INSERT INTO engram_inbox (receipt_uuid, company, person, receipt_id, source_id, kind, state, reason, "
+                "received_at, cleared) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (e.originator_id, e.company, e.person, e.receipt_id, e.source.get("id"), e.kind, e.state, e.reason,
+                 e.timestamp, e.text is None),
+            )
+            if e.kind != "message" and e.source.get("id"):
+                curs.execute(
+                    "INSERT INTO engram_capture_stops (company, source_id, stopped_at) VALUES (%s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (e.company, e.source["id"], e.timestamp),
+                )
+        elif isinstance(e, Receipt.Processed):
+            from psycopg.types.json import Jsonb
+
+            curs.execute(
+                "UPDATE engram_inbox SET state = 'processed', candidate_ids = %s, processed_at = %s "
+                "WHERE receipt_uuid = %s",
+                (Jsonb(e.candidate_ids), e.timestamp, e.originator_id),
+            )
+        elif isinstance(e, (Receipt.Ignored, Receipt.Failed)):
+            state = IGNORED if isinstance(e, Receipt.Ignored) else "failed"
+            curs.execute(
+                "UPDATE engram_inbox SET state = %s, reason = %s, processed_at = %s WHERE receipt_uuid = %s",
+                (state, e.reason, e.timestamp, e.originator_id),
+            )
+        elif isinstance(e, Receipt.PayloadCleared):
+            curs.execute("UPDATE engram_inbox SET cleared = true WHERE receipt_uuid = %s", (e.originator_id,))
+
+
+LEASES = """
+CREATE TABLE IF NOT EXISTS engram_inbox_leases (
+    receipt_uuid uuid PRIMARY KEY,
+    lease_until timestamptz,
+    not_before timestamptz,
+    attempts int NOT NULL DEFAULT 0,
+    waiting_for text
+);
+"""
+
+
+class InboxQueries:
+    """Reads of the inbox, and the worker's leases (coordination, not business state)."""
+
+    def __init__(self, datastore: Any) -> None:
+        self.datastore = datastore
+
+    def create_tables(self) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(LEASES)
+
+    def capture_stopped(self, company: str, source_id: str | None) -> bool:
+        if not source_id:
+            return False
+        with self.datastore.get_connection() as conn:
+            return conn.execute(
+                "SELECT 1 FROM engram_capture_stops WHERE company = %s AND source_id = %s", (company, source_id)
+            ).fetchone() is not None
+
+    def get(self, receipt_uuid: UUID) -> dict[str, Any] | None:
+        with self.datastore.get_connection() as conn:
+            return conn.execute("SELECT * FROM engram_inbox WHERE receipt_uuid = %s", (receipt_uuid,)).fetchone()
+
+    def claim(self, now: datetime, lease_until: datetime, limit: int) -> list[UUID]:
+        """Take up to `limit` queued receipts whose lease lapsed (a crashed worker's) or never existed."""
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "SELECT i.receipt_uuid FROM engram_inbox i "
+                "LEFT JOIN engram_inbox_leases l USING (receipt_uuid) "
+                f"WHERE i.state = '{QUEUED}' AND (l.receipt_uuid IS NULL OR ("
+                " (l.lease_until IS NULL OR l.lease_until < %(now)s) AND (l.not_before IS NULL OR l.not_before <= %(now)s))) "
+                "ORDER BY i.received_at LIMIT %(limit)s FOR UPDATE OF i SKIP LOCKED",
+                {"now": now, "limit": limit},
+            )
+            ids = [r["receipt_uuid"] for r in curs.fetchall()]
+            for rid in ids:
+                curs.execute(
+                    "INSERT INTO engram_inbox_leases (receipt_uuid, lease_until) VALUES (%s, %s) "
+                    "ON CONFLICT (receipt_uuid) DO UPDATE SET lease_until = EXCLUDED.lease_until",
+                    (rid, lease_until),
+                )
+        return ids
+
+    def attempts(self, receipt_uuid: UUID) -> int:
+        with self.datastore.get_connection() as conn:
+            row = conn.execute("SELECT attempts FROM engram_inbox_leases WHERE receipt_uuid = %s",
+                               (receipt_uuid,)).fetchone()
+        return int(row["attempts"]) if row else 0
+
+    def defer(self, receipt_uuid: UUID, not_before: datetime, *, why: str, count_attempt: bool) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "UPDATE engram_inbox_leases SET lease_until = NULL, not_before = %s, waiting_for = %s, "
+                "attempts = attempts + %s WHERE receipt_uuid = %s",
+                (not_before, why, 1 if count_attempt else 0, receipt_uuid),
+            )
+
+    def release(self, receipt_uuid: UUID) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute("DELETE FROM engram_inbox_leases WHERE receipt_uuid = %s", (receipt_uuid,))
+
+    def due_for_clearing(self, before: datetime, limit: int) -> list[UUID]:
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                "SELECT receipt_uuid FROM engram_inbox WHERE NOT cleared AND processed_at IS NOT NULL "
+                "AND processed_at <= %s ORDER BY processed_at LIMIT %s",
+                (before, limit),
+            ).fetchall()
+        return [r["receipt_uuid"] for r in rows]
+
+    def backlog(self, company: str | None = None) -> dict[str, int]:
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                "SELECT state, count(*) AS n FROM engram_inbox WHERE %(c)s::text IS NULL OR company = %(c)s "
+                "GROUP BY state",
+                {"c": company},
+            ).fetchall()
+        return {r["state"]: int(r["n"]) for r in rows}

@@ -1,0 +1,236 @@
+"""Background learning: durable receipts in, candidates with exact-quote evidence out, within budget."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+
+from adapters.budget import EXHAUSTED, PAUSED, TOO_LARGE, BudgetLedger, Limits, Refusal
+from adapters.extractors import Extractor, ExtractorError
+from domain.errors import Conflict, MemoryForgotten, NotFound
+from domain.evidence import Source
+from domain.extraction import Proposal, accept_proposals
+from domain.memory import NORMAL
+from domain.receipt import MESSAGE, QUEUED, STOPS_CAPTURE, Receipt, candidate_uuid, receipt_uuid
+from domain.review import SECRET_CONTENT
+from domain.scope import Caller
+from domain.text import validate_text
+from projections.inbox import InboxQueries
+
+from .engram import MemoryService
+
+log = logging.getLogger("engram.learning")
+
+
+@dataclass(frozen=True)
+class LearningSettings:
+    limits: Limits
+    lease: timedelta = timedelta(seconds=120)
+    max_attempts: int = 5
+    retry_after: timedelta = timedelta(seconds=30)
+    paused_retry: timedelta = timedelta(minutes=5)
+    payload_retention: timedelta = timedelta(days=1)
+
+
+def next_utc_midnight(now: datetime) -> datetime:
+    day = now.astimezone(timezone.utc).date() + timedelta(days=1)
+    return datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+
+
+class LearningService:
+    def __init__(self, memories: MemoryService, inbox: InboxQueries, budget: BudgetLedger,
+                 extractor: Extractor, settings: LearningSettings) -> None:
+        self.memories = memories
+        self.app = memories.app
+        self.keys = memories.keys
+        self.clock = memories.clock
+        self.inbox = inbox
+        self.budget = budget
+        self.extractor = extractor
+        self.settings = settings
+
+    # -- intake ----------------------------------------------------------------
+
+    def receive(self, caller: Caller, *, receipt_id: str, author: str, kind: str, text: str,
+                occurred_at: datetime | None, source: dict[str, Any], visibility: str,
+                team: str | None) -> dict[str, Any]:
+        """Store a durable receipt (idempotent by receipt_id) and say whether it will be mined."""
+        self.memories.admit(caller)
+        if caller.is_administrative:
+            from domain.errors import Forbidden
+
+            raise Forbidden("administrative tokens do not send messages")
+        validate_text(text, self.memories.max_text_bytes, allow_empty=True)
+        origin = Source.of(source)
+        rid = receipt_uuid(caller.company, caller.person, receipt_id)
+        existing = self._get(rid)
+        if existing is not None:
+            return self.receipt_view(existing)
+        standing = self.memories.standing(caller)
+        reason = None
+        if kind in STOPS_CAPTURE:
+            reason = "capture_stopped"
+        elif self.inbox.capture_stopped(caller.company, origin.id):
+            reason = "capture_stopped"
+        elif author != "user":
+            reason = "not_user_text"
+        elif standing.learning_paused:
+            reason = "learning_paused"
+        elif origin.id in standing.revoked_sources:
+            reason = "source_revoked"
+        elif self.memories.policy.classify(text) == SECRET_CONTENT:
+            reason = "secret_refused"
+        elif not text.strip():
+            reason = "empty"
+        keep_text = reason is None
+        receipt = Receipt.receive(
+            company=caller.company, person=caller.person, receipt_id=receipt_id, author=author, kind=kind,
+            text=text if keep_text else None, occurred_at=occurred_at, source=origin.as_dict(),
+            visibility=visibility, team=team, ignored_because=reason, at=self.clock.now(),
+        )
+        if keep_text:
+            self.keys.create(receipt.id, caller.company)
+        try:
+            self.memories.save(receipt)
+        except Conflict:  # the same receipt arrived twice at once
+            pass
+        return self.receipt_view(self._get(rid) or receipt)
+
+    def _get(self, rid: UUID) -> Receipt | None:
+        try:
+            return self.app.repository.get(rid)
+        except AggregateNotFoundError:
+            return None
+
+    @staticmethod
+    def receipt_view(r: Receipt) -> dict[str, Any]:
+        view: dict[str, Any] = {"receipt_id": r.receipt_id, "state": r.state}
+        if r.reason:
+            view["reason"] = r.reason
+        if r.candidate_ids:
+            view["candidate_ids"] = r.candidate_ids
+        return view
+
+    def status(self, caller: Caller, receipt_id: str) -> dict[str, Any]:
+        r = self._get(receipt_uuid(caller.company, caller.person, receipt_id))
+        if r is None or caller.is_administrative:
+            raise NotFound("no such receipt")
+        return self.receipt_view(r)
+
+    # -- the worker ------------------------------------------------------------
+
+    def work(self, limit: int = 10) -> int:
+        """Claim and process up to `limit` receipts; returns how many reached an end state."""
+        now = self.clock.now()
+        done = 0
+        for rid in self.inbox.claim(now, now + self.settings.lease, limit):
+            try:
+                if self.process(rid):
+                    done += 1
+            except Exception:  # noqa: BLE001 - one bad receipt must not stop the queue
+                log.exception("receipt processing failed; its lease will lapse and it is retried")
+        return done
+
+    def process(self, rid: UUID) -> bool:
+        receipt = self._get(rid)
+        if receipt is None or receipt.state != QUEUED:
+            self.inbox.release(rid)
+            return False
+        now = self.clock.now()
+        caller = Caller(receipt.company, receipt.person, "user")
+        standing = self.memories.standing(caller)
+        if standing.learning_paused:
+            return self._end(receipt, lambda: receipt.ignore("learning_paused", now))
+        if receipt.source.get("id") in standing.revoked_sources:
+            return self._end(receipt, lambda: receipt.ignore("source_revoked", now))
+        if receipt.text is None:
+            return self._end(receipt, lambda: receipt.fail("payload_gone", now))
+        if receipt.proposals is None and not self._extract(receipt, now):
+            return False
+        accepted = accept_proposals([Proposal(p["text"], p["quote"]) for p in receipt.proposals or []],
+                                    receipt.text, self.memories.policy, self.memories.max_text_bytes)
+        candidate_ids = [self._propose(receipt, p) for p in accepted]
+        return self._end(receipt, lambda: receipt.processed(
+            [c for c in candidate_ids if c], len(receipt.proposals or []), receipt.extractor or "", now))
+
+    def _end(self, receipt: Receipt, change: Any) -> bool:
+        change()
+        self.memories.save(receipt)
+        self.inbox.release(receipt.id)
+        return True
+
+    def _extract(self, receipt: Receipt, now: datetime) -> bool:
+        """One metered model call. False when the receipt must wait (budget) or retry (error)."""
+        text = receipt.text or ""
+        estimate = self.extractor.estimate_tokens(text)
+        day = now.astimezone(timezone.utc).date()
+        reservation = self.budget.reserve(receipt.company, receipt.person, day, estimate, self.settings.limits, now)
+        if isinstance(reservation, Refusal):
+            if reservation.reason == TOO_LARGE:
+                self._end(receipt, lambda: receipt.fail(TOO_LARGE, now))
+            elif reservation.reason == EXHAUSTED:
+                self.inbox.defer(receipt.id, next_utc_midnight(now), why=EXHAUSTED, count_attempt=False)
+            else:
+                assert reservation.reason == PAUSED
+                self.inbox.defer(receipt.id, now + self.settings.paused_retry, why=PAUSED, count_attempt=False)
+            return False
+        attempts = self.inbox.attempts(receipt.id) + 1
+        try:
+            extraction = self.extractor.extract(text)
+        except ExtractorError as e:
+            self.budget.settle(reservation.reservation_id, None, self.clock.now())  # keep the conservative charge
+            self._ledger(receipt, day, attempts, reservation.tokens, None, None, reservation.tokens, 0, 0, "error")
+            if attempts >= self.settings.max_attempts:
+                self._end(receipt, lambda: receipt.fail("extractor_failed", now))
+            else:
+                self.inbox.defer(receipt.id, now + self.settings.retry_after * attempts, why=str(e)[:80],
+                                 count_attempt=True)
+            return False
+        charged = self.budget.settle(reservation.reservation_id, extraction.usage.total, self.clock.now())
+        accepted = accept_proposals(extraction.proposals, text, self.memories.policy, self.memories.max_text_bytes)
+        self._ledger(receipt, day, attempts, reservation.tokens, extraction.usage.prompt_tokens,
+                     extraction.usage.completion_tokens, charged or reservation.tokens,
+                     len(extraction.proposals), len(accepted), "ok")
+        receipt.extracted([{"text": p.text, "quote": p.quote} for p in extraction.proposals],
+                          self.extractor.name, extraction.model, now)
+        self.memories.save(receipt)
+        return True
+
+    def _ledger(self, receipt: Receipt, day: Any, attempts: int, reserved: int, prompt: int | None,
+                completion: int | None, charged: int, proposals: int, accepted: int, outcome: str) -> None:
+        self.budget.record_usage(
+            company=receipt.company, person=receipt.person, day=day, extractor=self.extractor.name,
+            model=getattr(self.extractor, "model", self.extractor.name), attempts=attempts, tokens_reserved=reserved,
+            prompt_tokens=prompt, completion_tokens=completion, tokens_charged=charged, proposals=proposals,
+            accepted=accepted, outcome=outcome, at=self.clock.now(),
+        )
+
+    def _propose(self, receipt: Receipt, p: Proposal) -> str | None:
+        """Create the candidate under a deterministic id; a retry finds it already there."""
+        cid = candidate_uuid(receipt.id, p.quote, p.text)
+        caller = Caller(receipt.company, receipt.person, "user")
+        try:
+            self.memories.propose(
+                caller, text=p.text, quote=p.quote, source=receipt.source, occurred_at=receipt.occurred_at,
+                visibility=receipt.visibility, team=receipt.team, review=NORMAL, id=cid, receipt=str(receipt.id),
+            )
+        except Conflict:
+            pass  # created by an earlier attempt
+        except MemoryForgotten:
+            return None  # forgotten since: never revived
+        return str(cid)
+
+    # -- payload retention -----------------------------------------------------
+
+    def clear_processed_payloads(self, limit: int = 500) -> int:
+        now = self.clock.now()
+        cleared = 0
+        for rid in self.inbox.due_for_clearing(now - self.settings.payload_retention, limit):
+            if self.memories.clear_receipt_payload(rid, "retention"):
+                cleared += 1
+        return cleared

@@ -1,0 +1,92 @@
+"""A local OpenAI-compatible test server: answers chat completions (and embeddings) as a test scripts it.
+
+The LLM and the embedding model are the only fakes the suite uses: they are external and not
+deterministic. Everything else in the tests is real.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class FakeLLM:
+    def __init__(self) -> None:
+        self.proposals: dict[str, list[dict[str, str]]] = {}  # user text -> proposals
+        self.usage: dict[str, int] | None = {"prompt_tokens": 40, "completion_tokens": 10}
+        self.delay = 0.0
+        self.failures: list[int] = []  # status codes to answer with, one per call, before answering normally
+        self.responder: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+        self.calls: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> FakeLLM:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.calls.append(body)
+            failure = self.failures.pop(0) if self.failures else None
+        if self.delay:
+            time.sleep(self.delay)
+        if failure:
+            return failure, {"error": {"message": "scripted failure"}}
+        if self.responder is not None:
+            scripted = self.responder(body)
+            if scripted is not None:
+                return 200, scripted
+        user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
+        content = json.dumps({"memories": self.proposals.get(user, [])})
+        answer: dict[str, Any] = {
+            "id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model", "test"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        }
+        if self.usage is not None:
+            answer["usage"] = {**self.usage, "total_tokens": sum(self.usage.values())}
+        return 200, answer
+
+    @staticmethod
+    def embed(text: str, dims: int = 64) -> list[float]:
+        digest = hashlib.sha256(text.encode()).digest()
+        return [(digest[i % len(digest)] - 128) / 128 for i in range(dims)]
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                if self.path.endswith("/chat/completions"):
+                    status, answer = fake.chat(body)
+                elif self.path.endswith("/embeddings"):
+                    inputs = body.get("input")
+                    inputs = [inputs] if isinstance(inputs, str) else inputs
+                    status, answer = 200, {"object": "list", "model": body.get("model"), "data": [
+                        {"object": "embedding", "index": i, "embedding": fake.embed(t)} for i, t in enumerate(inputs)],
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+                else:
+                    status, answer = 404, {"error": "not found"}
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler

@@ -1,0 +1,315 @@
+"""Background learning: receipts become candidates with exact evidence, within daily budgets."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from adapters.budget import BudgetLedger, Limits, Refusal, Reservation
+from api.bootstrap import Engram
+from api.http import create_app
+from domain.clock import FixedClock
+from fake_llm import FakeLLM
+from helpers import SECRET, auth, remember_body
+
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    server = FakeLLM().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def make(settings, database) -> Iterator[Any]:
+    systems: list[Engram] = []
+
+    def _make(clock: FixedClock | None = None, **overrides: Any) -> tuple[Engram, TestClient, FixedClock]:
+        clock = clock or FixedClock(T0)
+        system = Engram.open(replace(settings, **overrides), database=database, clock=clock, background=False)
+        systems.append(system)
+        client = TestClient(create_app(system, SECRET))
+        return system, client, clock
+
+    yield _make
+    for s in systems:
+        s.close()
+
+
+def receipt(rid: str, text: str, author: str = "user", chat: str = "chat-42", **extra: Any) -> dict[str, Any]:
+    return {"receipt_id": rid, "author": author, "text": text, "occurred_at": "2026-11-02T09:00:00+08:00",
+            "source": {"kind": "chat", "id": chat, "message_id": "m-" + rid}, "visibility": "general",
+            "team": None, **extra}
+
+
+def candidates(client: TestClient, **who: Any) -> list[dict[str, Any]]:
+    return client.get("/v1/candidates", headers=auth(**who)).json()["items"]
+
+
+def test_receipt_becomes_candidate_with_exact_evidence(make) -> None:
+    system, client, _ = make()
+    en = "Thanks! I prefer weekly reports as short bullet points. What's next?"
+    zh = "好的。以后开会请提前十分钟提醒我。谢谢"
+    for rid, text in (("r-1", en), ("r-2", zh)):
+        r = client.post("/v1/receipts", json=receipt(rid, text), headers=auth())
+        assert r.status_code == 202 and r.json() == {"receipt_id": rid, "state": "queued"}
+    assert system.learning.work() == 2
+    found = {c["text"]: c for c in candidates(client)}
+    assert set(found) == {"I prefer weekly reports as short bullet points", "以后开会请提前十分钟提醒我"}
+    ev = found["I prefer weekly reports as short bullet points"]["evidence"][0]
+    assert ev["quote"] == "I prefer weekly reports as short bullet points." and ev["quote"] in en
+    assert ev["source"] == {"kind": "chat", "id": "chat-42", "message_id": "m-r-1"}
+    assert datetime.fromisoformat(ev["occurred_at"]) == datetime(2026, 11, 2, 1, 0, tzinfo=timezone.utc)
+    assert found["以后开会请提前十分钟提醒我"]["evidence"][0]["quote"] in zh
+    status = client.get("/v1/receipts/r-1", headers=auth()).json()
+    assert status["state"] == "processed" and len(status["candidate_ids"]) == 1
+
+    # re-delivery adds nothing, before or after processing
+    again = client.post("/v1/receipts", json=receipt("r-1", en), headers=auth())
+    assert again.status_code == 202 and again.json()["state"] == "processed"
+    assert system.learning.work() == 0
+    assert len(candidates(client)) == 2
+    # unreviewed candidates never reach recall
+    assert client.post("/v1/recall", json={"query": "weekly reports"}, headers=auth()).json()["items"] == []
+
+
+def test_only_the_persons_own_words_are_mined(make) -> None:
+    system, client, _ = make()
+    r = client.post("/v1/receipts", json=receipt("a-1", "I prefer to answer in French.", author="assistant"),
+                    headers=auth())
+    assert r.json() == {"receipt_id": "a-1", "state": "ignored", "reason": "not_user_text"}
+    r = client.post("/v1/receipts", json=receipt("s-1", "I prefer this: my password is hunter2-orchid"), headers=auth())
+    assert r.json()["state"] == "ignored" and r.json()["reason"] == "secret_refused"
+    system.learning.work()
+    assert candidates(client) == []
+    with system.app.factory.datastore.transaction() as curs:
+        curs.execute("SELECT count(*) AS n FROM engram_data_keys")
+        assert curs.fetchone()["n"] == 0  # no text of an ignored receipt is stored at all
+
+
+def test_controls_and_capture_stops(make) -> None:
+    system, client, _ = make()
+    client.post("/v1/receipts", json=receipt("r-1", "I like green tea."), headers=auth())
+    system.learning.work()
+    client.put("/v1/settings", json={"learning_paused": True, "use_paused": False}, headers=auth())
+    r = client.post("/v1/receipts", json=receipt("r-2", "I like black coffee."), headers=auth())
+    assert r.json() == {"receipt_id": "r-2", "state": "ignored", "reason": "learning_paused"}
+    client.put("/v1/settings", json={"learning_paused": False, "use_paused": False}, headers=auth())
+    r = client.post("/v1/receipts", json=receipt("r-3", "May I run this tool?", kind="authorization_request"),
+                    headers=auth())
+    assert r.json()["state"] == "ignored"
+    r = client.post("/v1/receipts", json=receipt("r-4", "I like oolong."), headers=auth())
+    assert r.json() == {"receipt_id": "r-4", "state": "ignored", "reason": "capture_stopped"}
+    r = client.post("/v1/receipts", json=receipt("r-5", "I like jasmine.", chat="chat-other"), headers=auth())
+    assert r.json()["state"] == "queued"
+    system.learning.work()
+    assert sorted(c["text"] for c in candidates(client)) == ["I like green tea", "I like jasmine"]
+
+
+def test_llm_proposals_are_validated_on_the_server(make, llm) -> None:
+    text = "Morning. I prefer window seats on long flights, and my password is tulip-4471."
+    llm.proposals[text] = [
+        {"text": "Prefers window seats on long flights", "quote": "I prefer window seats on long flights"},
+        {"text": "Prefers aisle seats", "quote": "I prefer aisle seats"},  # not in the message
+        {"text": "Password is tulip-4471", "quote": "my password is tulip-4471"},  # a secret
+    ]
+    system, client, _ = make(llm_base_url=llm.url, llm_model="test-model")
+    # the message itself holds a secret, so it is never even stored: try one without
+    clean = "Morning. I prefer window seats on long flights, and my token ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 leaked."
+    llm.proposals[clean] = llm.proposals[text] + [
+        {"text": "Token ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", "quote": "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"}]
+    assert client.post("/v1/receipts", json=receipt("r-1", clean), headers=auth()).json()["reason"] == "secret_refused"
+    benign = "Morning. I prefer window seats on long flights, and I hate middle seats."
+    llm.proposals[benign] = [
+        {"text": "Prefers window seats on long flights", "quote": "I prefer window seats on long flights"},
+        {"text": "Prefers aisle seats", "quote": "I prefer aisle seats"},
+        {"text": "Password is tulip-4471", "quote": "I hate middle seats"},
+    ]
+    client.post("/v1/receipts", json=receipt("r-2", benign, visibility="general"), headers=auth())
+    assert system.learning.work() == 1
+    found = candidates(client)
+    assert [c["text"] for c in found] == ["Prefers window seats on long flights"]
+    assert found[0]["visibility"] == "general" and found[0]["source"]["id"] == "chat-42"
+    assert len(llm.calls) == 1 and llm.calls[0]["response_format"]["type"] == "json_schema"
+    with system.app.factory.datastore.transaction() as curs:
+        curs.execute("SELECT model, attempts, prompt_tokens, completion_tokens, tokens_charged, proposals, accepted "
+                     "FROM engram_usage_ledger")
+        assert [tuple(r.values()) for r in curs.fetchall()] == [("test-model", 1, 40, 10, 50, 3, 1)]
+
+
+def test_concurrent_reservations_against_caps(engram) -> None:
+    ledger = BudgetLedger(engram.app.factory.datastore)
+    day = date(2026, 11, 2)
+
+    def race(limits: Limits, tokens: int, n: int = 12) -> list[Reservation | Refusal]:
+        results: list[Reservation | Refusal] = []
+        barrier = threading.Barrier(n)
+
+        def one(i: int) -> None:
+            barrier.wait()
+            results.append(ledger.reserve("acme", f"p{i % 3}", day, tokens, limits, T0))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in threads), "deadlock"
+        return results
+
+    admitted = [r for r in race(Limits(company_tokens=10**9, company_calls=3), 10) if isinstance(r, Reservation)]
+    assert len(admitted) == 3
+    day = date(2026, 11, 3)
+    results = race(Limits(company_tokens=550, company_calls=1000), 100)
+    admitted = [r for r in results if isinstance(r, Reservation)]
+    assert len(admitted) == 5 and {r.reason for r in results if isinstance(r, Refusal)} == {"budget_exhausted"}
+    assert ledger.today("acme", day) == {"tokens": 500, "calls": 5}
+    # settling frees exactly the unused room: 5 x 60 unused = 300 -> exactly 3 more calls of 100 fit (with 50 left)
+    for r in admitted:
+        assert ledger.settle(r.reservation_id, 40, T0) == 40
+        assert ledger.settle(r.reservation_id, 40, T0) is None  # exactly once
+    assert ledger.today("acme", day) == {"tokens": 200, "calls": 5}
+    more = [r for r in race(Limits(company_tokens=550, company_calls=1000), 100) if isinstance(r, Reservation)]
+    assert len(more) == 3
+    # unknown usage keeps the conservative reservation
+    ledger.settle(more[0].reservation_id, None, T0)
+    assert ledger.today("acme", day)["tokens"] == 500
+
+
+def test_twelve_receipts_against_a_call_cap_of_three(make, llm) -> None:
+    system, client, clock = make(llm_base_url=llm.url, daily_calls=3)
+    for i in range(12):
+        text = f"I prefer meeting room number {i}."
+        llm.proposals[text] = [{"text": f"Prefers room {i}", "quote": text}]
+        client.post("/v1/receipts", json=receipt(f"r-{i}", text), headers=auth(user=f"u{i % 4}"))
+    workers = [threading.Thread(target=system.learning.work, kwargs={"limit": 3}) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+    assert len(llm.calls) == 3
+    states = [client.get(f"/v1/receipts/r-{i}", headers=auth(user=f"u{i % 4}")).json()["state"] for i in range(12)]
+    assert states.count("processed") == 3 and states.count("queued") == 9
+    # deferred to the next UTC day without using a retry; same day: nothing more
+    clock.advance(hours=2)
+    assert system.learning.work(limit=20) == 0 and len(llm.calls) == 3
+    clock.advance(hours=14)  # 2026-11-03 01:00 UTC
+    assert system.learning.work(limit=20) == 3 and len(llm.calls) == 6
+
+
+def test_crash_mid_call_keeps_the_conservative_charge_and_retries(make, llm) -> None:
+    system, client, clock = make(llm_base_url=llm.url)
+    text = "I prefer tea in the afternoon."
+    llm.proposals[text] = [{"text": "Prefers afternoon tea", "quote": text}]
+    llm.failures = [500]
+    client.post("/v1/receipts", json=receipt("r-1", text), headers=auth())
+    assert system.learning.work() == 0
+    reserved = system.learning.budget.today("acme", T0.date())
+    estimate = system.learning.extractor.estimate_tokens(text)
+    assert reserved == {"tokens": estimate, "calls": 1}  # the failed call's usage is unknown: keep it all
+    assert system.learning.work() == 0  # backing off
+    clock.advance(minutes=5)
+    assert system.learning.work() == 1
+    assert [c["text"] for c in candidates(client)] == ["Prefers afternoon tea"]
+    assert system.learning.budget.today("acme", T0.date()) == {"tokens": estimate + 50, "calls": 2}
+
+
+def test_a_crash_between_steps_neither_loses_nor_doubles(make, llm) -> None:
+    system, client, clock = make(llm_base_url=llm.url)
+    text = "I prefer short emails. From now on, cc my assistant."
+    llm.proposals[text] = [{"text": "Prefers short emails", "quote": "I prefer short emails."},
+                           {"text": "CC the assistant", "quote": "From now on, cc my assistant."}]
+    client.post("/v1/receipts", json=receipt("r-1", text), headers=auth())
+    real = system.service.propose
+    calls = {"n": 0}
+
+    def crash_on_second(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("worker died")
+        return real(*args, **kwargs)
+
+    system.service.propose = crash_on_second  # type: ignore[method-assign]
+    assert system.learning.work() == 0
+    system.service.propose = real  # type: ignore[method-assign]
+    assert len(candidates(client)) == 1
+    assert system.learning.work() == 0  # the lease has not lapsed yet
+    clock.advance(minutes=3)  # recovery: the lapsed lease is picked up again
+    assert system.learning.work() == 1
+    assert sorted(c["text"] for c in candidates(client)) == ["CC the assistant", "Prefers short emails"]
+    assert len(llm.calls) == 1  # the extraction was recorded; no second model call
+
+
+def test_zero_limit_pauses_and_keeps_the_queue(make, llm) -> None:
+    system, client, clock = make(llm_base_url=llm.url, daily_calls=0)
+    client.post("/v1/receipts", json=receipt("r-1", "I like plums."), headers=auth())
+    assert system.learning.work() == 0 and llm.calls == []
+    assert client.get("/v1/receipts/r-1", headers=auth()).json()["state"] == "queued"
+    # explicit saves, review, correct, forget and export work with no budget at all
+    r = client.post("/v1/memories", json=remember_body("I like damsons"), headers=auth())
+    assert r.status_code == 201
+    mid = r.json()["id"]
+    assert client.post(f"/v1/memories/{mid}/correct", json={"text": "I like greengages"}, headers=auth()).status_code == 200
+    assert client.get("/v1/export", headers=auth()).status_code == 200
+    assert client.post(f"/v1/memories/{mid}/forget", headers=auth()).status_code == 202
+
+
+def test_a_request_larger_than_the_whole_allowance_fails_alone(make, llm) -> None:
+    system, client, _ = make(llm_base_url=llm.url, daily_tokens=1000)
+    long_text = "I prefer " + "very " * 400 + "long walks."
+    short = "I prefer figs."
+    llm.proposals[short] = [{"text": "Prefers figs", "quote": short}]
+    client.post("/v1/receipts", json=receipt("r-big", long_text), headers=auth())
+    client.post("/v1/receipts", json=receipt("r-small", short), headers=auth())
+    system.learning.work()
+    big = client.get("/v1/receipts/r-big", headers=auth()).json()
+    assert big == {"receipt_id": "r-big", "state": "failed", "reason": "larger_than_daily_budget"}
+    assert [c["text"] for c in candidates(client)] == ["Prefers figs"]
+    assert len(llm.calls) == 1
+
+
+def test_explicit_save_racing_a_budget_rejection_succeeds(make, llm) -> None:
+    system, client, _ = make(llm_base_url=llm.url, daily_calls=1)
+    for i in range(6):
+        client.post("/v1/receipts", json=receipt(f"r-{i}", f"I prefer plan {i}."), headers=auth())
+    results: list[int] = []
+    worker = threading.Thread(target=lambda: system.learning.work(limit=6))
+    saver = threading.Thread(target=lambda: results.extend(
+        client.post("/v1/memories", json=remember_body(f"I like option {i}"), headers=auth()).status_code
+        for i in range(5)))
+    worker.start()
+    saver.start()
+    worker.join(timeout=60)
+    saver.join(timeout=60)
+    assert results == [201] * 5 and len(llm.calls) == 1
+
+
+def test_payload_is_cleared_a_day_after_processing_and_on_forget(make) -> None:
+    system, client, clock = make()
+    client.post("/v1/receipts", json=receipt("r-1", "I like quinces."), headers=auth())
+    client.post("/v1/receipts", json=receipt("r-2", "I like medlars."), headers=auth())
+    system.learning.work()
+    by_text = {c["text"]: c["id"] for c in candidates(client)}
+    from domain.receipt import receipt_uuid
+
+    r1, r2 = receipt_uuid("acme", "alice", "r-1"), receipt_uuid("acme", "alice", "r-2")
+    assert system.app.keys.get(r1) is not None and system.app.keys.get(r2) is not None
+    # forgetting a memory learned from r-2 clears r-2's text at once
+    client.post(f"/v1/candidates/{by_text['I like medlars']}/confirm", json={}, headers=auth())
+    client.post(f"/v1/memories/{by_text['I like medlars']}/forget", headers=auth())
+    assert system.app.keys.get(r2) is None
+    assert system.learning.clear_processed_payloads() == 0  # r-1 is not a day old yet
+    clock.advance(days=1, seconds=1)
+    assert system.learning.clear_processed_payloads() == 1
+    assert system.app.keys.get(r1) is None
+    events = [type(e).__name__ for e in system.app.events.get(r1)]
+    assert events == ["Received", "Extracted", "Processed", "PayloadCleared"]
+    assert all(getattr(e, "text", None) is None for e in system.app.events.get(r1))
