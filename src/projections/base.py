@@ -79,17 +79,21 @@ class EngramProjection(Projection[View]):
         """Apply the events the view has not seen yet; returns how many were applied."""
         if not items:
             return 0
-        applied = 0
         with self.view.datastore.transaction(commit=True) as curs:
-            position = self.view.lock_position(curs)
-            for event, tracking in items:
-                if tracking.notification_id <= position:
-                    continue
-                self.apply(curs, event, tracking)
-                applied += 1
-            last = items[-1][1].notification_id
-            if last > position:
-                self.view.set_position(curs, last)
+            return self.apply_batch(curs, items)
+
+    def apply_batch(self, curs: Cursor[Any], items: Sequence[tuple[Any, Tracking]]) -> int:
+        """Within the caller's transaction: lock the tracking row, apply what is new, move the position."""
+        position = self.view.lock_position(curs)
+        applied = 0
+        for event, tracking in items:
+            if tracking.notification_id <= position:
+                continue
+            self.apply(curs, event, tracking)
+            applied += 1
+        last = items[-1][1].notification_id
+        if last > position:
+            self.view.set_position(curs, last)
         return applied
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
@@ -126,30 +130,44 @@ class ProjectorRunner:
         self._thread: threading.Thread | None = None
 
     def catch_up(self, projection: EngramProjection, upto: int | None = None) -> int:
-        applied = 0
-        with self._locks[projection.name]:
-            position = projection.view.position()
-            while upto is None or position < upto:
-                notes = self.recorder.select_notifications(
-                    start=position, limit=self.BATCH, inclusive_of_start=False
-                )
+        return self.catch_up_many([projection], upto)
+
+    def catch_up_many(self, projections: Sequence[EngramProjection], upto: int | None = None) -> int:
+        """Read each pending event once, decode it once, and let every projection apply what it lacks."""
+        ordered = sorted(projections, key=lambda p: p.name)  # one lock order: no deadlock
+        for p in ordered:
+            self._locks[p.name].acquire()
+        try:
+            applied = 0
+            positions = {p.name: p.view.position() for p in ordered}
+            start = min(positions.values())
+            while upto is None or start < upto:
+                notes = self.recorder.select_notifications(start=start, limit=self.BATCH, inclusive_of_start=False)
                 if not notes:
                     break
                 items = [(self.decode(n), Tracking(APPLICATION, n.id)) for n in notes]
-                applied += projection.process_batch(items)
-                position = notes[-1].id
-        return applied
+                # every view and its tracking row move together: one transaction, one commit
+                with ordered[0].view.datastore.transaction(commit=True) as curs:
+                    for p in ordered:
+                        mine = [item for item in items if item[1].notification_id > positions[p.name]]
+                        if mine:
+                            applied += p.apply_batch(curs, mine)
+                            positions[p.name] = notes[-1].id
+                start = notes[-1].id
+            return applied
+        finally:
+            for p in reversed(ordered):
+                self._locks[p.name].release()
 
     def settle(self, notification_id: int | None) -> None:
         if notification_id is None:
             return
-        for projection in self.projections:
-            if projection.view.position() < notification_id:
-                self.catch_up(projection, upto=notification_id)
+        behind = [p for p in self.projections if p.view.position() < notification_id]
+        if behind:
+            self.catch_up_many(behind, upto=notification_id)
 
     def catch_up_all(self) -> None:
-        for projection in self.projections:
-            self.catch_up(projection)
+        self.catch_up_many(self.projections)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="engram-projectors", daemon=True)
