@@ -80,6 +80,17 @@ def test_serve_keeps_data_across_restarts(tmp_path: Path) -> None:
             "source": {"kind": "chat", "id": "chat-1", "message_id": "m-1"}})
         assert r.status_code == 201, r.text
         memory_id = r.json()["id"]
+        # the in-process worker learns from a receipt in the background
+        r = httpx.post(server.url + "/v1/receipts", headers=headers, json={
+            "receipt_id": "r-1", "author": "user", "text": "Great. I prefer decaf after 3pm.",
+            "source": {"kind": "chat", "id": "chat-1", "message_id": "m-2"}})
+        assert r.status_code == 202 and r.json()["state"] == "queued"
+        deadline = time.monotonic() + 30
+        found: list = []
+        while not found and time.monotonic() < deadline:
+            found = httpx.get(server.url + "/v1/candidates", headers=headers).json()["items"]
+            time.sleep(0.2)
+        assert [c["evidence"][0]["quote"] for c in found] == ["I prefer decaf after 3pm."]
     finally:
         code = server.stop()
     assert code in (0, 128 + signal.SIGTERM)
@@ -88,7 +99,7 @@ def test_serve_keeps_data_across_restarts(tmp_path: Path) -> None:
 
     status = _run(["projections", "status"], data)
     assert "recall" in status and "lag 0" in status
-    assert "applied 1 events" in _run(["projections", "rebuild", "recall"], data)
+    assert "applied 5 events" in _run(["projections", "rebuild", "recall"], data)
 
     server = Server(data)
     try:
