@@ -116,8 +116,13 @@ class Engram:
             app.recorder, app.mapper.to_domain_event, list(projections.values()),
             poll_interval=settings.poll_interval,
         )
+        settler: object = runner
+        if settings.kafka_bootstrap:
+            from adapters.kafka import PartitionSettle
+
+            settler = PartitionSettle(datastore, list(projections), settings.kafka_partitions)
         service = MemoryService(
-            app, runner, RecallQueries(datastore), index, clock or Clock(),
+            app, settler, RecallQueries(datastore), index, clock or Clock(),
             max_text_bytes=settings.max_text_bytes,
             candidate_ttl=timedelta(days=settings.candidate_ttl_days),
             governance=GovernanceQueries(datastore),
@@ -134,9 +139,12 @@ class Engram:
             settings.daily_tokens, settings.daily_calls, settings.person_daily_tokens, settings.person_daily_calls)))
         engram = cls(settings, database, master, app, projections, runner, service, GovernanceService(service),
                      learning, embedded, background)
-        runner.catch_up_all()
+        distributed = bool(settings.kafka_bootstrap)
+        if not distributed:
+            runner.catch_up_all()
         if background:
-            runner.start()
+            if not distributed:
+                runner.start()
             engram.sweepers = [
                 Sweeper(service.expire_due_candidates, settings.sweep_interval),
                 Sweeper(learning.clear_processed_payloads, settings.sweep_interval),
@@ -147,16 +155,27 @@ class Engram:
         return engram
 
     def status(self) -> list[dict[str, object]]:
+        """Position and lag of each projection: in-process (global) and, in distributed mode, per partition."""
         head = self.app.recorder.max_notification_id() or 0
-        return [
-            {"projection": name, "position": p.view.position(), "head": head, "lag": head - p.view.position()}
-            for name, p in self.projections.items()
-        ]
+        rows: list[dict[str, object]] = []
+        partitions: dict[str, dict[int, int]] = {}
+        with self.app.factory.datastore.get_connection() as conn:  # type: ignore[attr-defined]
+            for r in conn.execute("SELECT projection, partition, notification_id FROM engram_partition_tracking"):
+                partitions.setdefault(r["projection"], {})[r["partition"]] = int(r["notification_id"])
+        for name, p in self.projections.items():
+            if self.settings.kafka_bootstrap:
+                parts = partitions.get(name, {})
+                for part in range(self.settings.kafka_partitions):
+                    pos = parts.get(part, 0)
+                    rows.append({"projection": name, "partition": part, "position": pos, "head": head,
+                                 "lag": head - pos})
+            else:
+                pos = p.view.position()
+                rows.append({"projection": name, "position": pos, "head": head, "lag": head - pos})
+        return rows
 
-    def rebuild(self, name: str, progress: object = None) -> int:
-        projection = self.projections[name]
-        projection.rebuild_clear()
-        return self.runner.catch_up(projection)
+    def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
+        return self.projections[name].rebuild(self.app.recorder, self.app.mapper.to_domain_event, progress)
 
     def close(self) -> None:
         for sweeper in self.sweepers:

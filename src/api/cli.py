@@ -58,7 +58,9 @@ def cmd_projections(args: argparse.Namespace) -> int:
         assert engram is not None
         try:
             for row in engram.status():
-                print(f"{row['projection']:<10} position {row['position']:>10}  head {row['head']:>10}  lag {row['lag']}")
+                part = f" partition {row['partition']:>3}" if "partition" in row else ""
+                print(f"{row['projection']:<10}{part} position {row['position']:>10}  head {row['head']:>10}  "
+                      f"lag {row['lag']}")
         finally:
             engram.close()
         return 0
@@ -67,11 +69,77 @@ def cmd_projections(args: argparse.Namespace) -> int:
         return 2
     engram = Engram.open(_settings(), background=False)
     try:
-        applied = engram.rebuild(args.name)
+        applied = engram.rebuild(args.name, _progress_bar(f"rebuild {args.name}"))
         print(f"rebuilt {args.name}: applied {applied} events")
     finally:
         engram.close()
     return 0
+
+
+def _progress_bar(label: str):  # noqa: ANN202
+    """A bar on stderr, redrawn at most every 1%: long rebuilds show they are alive."""
+    shown = {"pct": -1}
+
+    def progress(done: int, total: int) -> None:
+        pct = 100 if total <= 0 else int(done * 100 / total)
+        if pct != shown["pct"]:
+            shown["pct"] = pct
+            bar = "#" * (pct // 4) + "." * (25 - pct // 4)
+            end = "\n" if pct >= 100 else ""
+            print(f"\r{label} [{bar}] {pct:3d}% ({done}/{total})", end=end, file=sys.stderr, flush=True)
+
+    return progress
+
+
+def _run_until_signalled(make_coroutine) -> int:  # noqa: ANN001
+    """Run an asyncio service until SIGTERM or Ctrl-C, then let it finish its current batch."""
+    import asyncio
+    import threading
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    asyncio.run(make_coroutine(stop))
+    return 0
+
+
+def _distributed_engram() -> Engram:
+    settings = _settings()
+    if not settings.kafka_bootstrap:
+        raise ValueError("set ENGRAM_KAFKA_BOOTSTRAP to run the relay or workers")
+    return Engram.open(settings, background=False)
+
+
+def cmd_relay(args: argparse.Namespace) -> int:
+    from adapters.kafka import Relay
+
+    engram = _distributed_engram()
+    relay = Relay(engram.app.recorder, engram.app.factory.datastore, engram.settings.kafka_bootstrap or "",
+                  engram.settings.kafka_partitions, list(engram.projections), poll_interval=engram.settings.poll_interval)
+    print(f"engram relay: publishing to {engram.settings.kafka_bootstrap}", file=sys.stderr)
+    try:
+        return _run_until_signalled(relay.run)
+    finally:
+        engram.close()
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from adapters.kafka import ProjectorWorker
+
+    engram = _distributed_engram()
+    names = [n.strip() for n in args.projections.split(",") if n.strip()] if args.projections else list(PROJECTIONS)
+    unknown = [n for n in names if n not in engram.projections]
+    if unknown:
+        engram.close()
+        raise ValueError(f"unknown projections: {', '.join(unknown)}")
+    worker = ProjectorWorker([engram.projections[n] for n in names], engram.app.factory.datastore,
+                             engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "",
+                             engram.settings.kafka_partitions)
+    print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
+    try:
+        return _run_until_signalled(worker.run)
+    finally:
+        engram.close()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -91,6 +159,11 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--entry", default="api", choices=["web", "channel", "scheduled", "api"])
     t.add_argument("--hours", type=float, default=12.0)
     t.set_defaults(func=cmd_token)
+
+    sub.add_parser("relay", help="publish stored events to Kafka").set_defaults(func=cmd_relay)
+    w = sub.add_parser("worker", help="apply events from Kafka to read models")
+    w.add_argument("--projections", help=f"comma-separated, default all: {','.join(PROJECTIONS)}")
+    w.set_defaults(func=cmd_worker)
 
     pr = sub.add_parser("projections", help="inspect or rebuild read models")
     prs = pr.add_subparsers(dest="action", required=True)

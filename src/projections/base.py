@@ -22,6 +22,15 @@ log = logging.getLogger("engram.projections")
 
 APPLICATION = "engram"
 
+PARTITION_TRACKING = """
+CREATE TABLE IF NOT EXISTS engram_partition_tracking (
+    projection text NOT NULL,
+    partition int NOT NULL,
+    notification_id bigint NOT NULL,
+    PRIMARY KEY (projection, partition)
+);
+"""
+
 
 class View(PostgresTrackingRecorder):
     """A materialised view: its own tables plus one row of tracking."""
@@ -36,6 +45,7 @@ class View(PostgresTrackingRecorder):
         super().create_table()
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(self.ddl)
+            curs.execute(PARTITION_TRACKING)
             curs.execute(
                 f"INSERT INTO {self.tracking_table_name} (application_name, notification_id) "
                 "VALUES (%s, 0) ON CONFLICT DO NOTHING",
@@ -99,10 +109,65 @@ class EngramProjection(Projection[View]):
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         raise NotImplementedError
 
-    def rebuild_clear(self) -> None:
+    def apply_partition_batch(self, curs: Cursor[Any], partition: int, items: Sequence[tuple[Any, Tracking]],
+                              upto: int) -> int:
+        """Distributed mode: the same, tracked per Kafka partition. `None` events are watermarks:
+        everything for this partition up to `upto` has been delivered, so the position may move there."""
+        curs.execute(
+            "INSERT INTO engram_partition_tracking (projection, partition, notification_id) VALUES (%s, %s, 0) "
+            "ON CONFLICT DO NOTHING",
+            (self.name, partition),
+        )
+        curs.execute(
+            "SELECT notification_id FROM engram_partition_tracking WHERE projection = %s AND partition = %s "
+            "FOR UPDATE",
+            (self.name, partition),
+        )
+        row = curs.fetchone()
+        assert row is not None
+        position = int(row["notification_id"])
+        applied = 0
+        for event, tracking in items:
+            if event is None or tracking.notification_id <= position:
+                continue  # a watermark, a duplicate or a re-delivery
+            self.apply(curs, event, tracking)
+            applied += 1
+        if upto > position:
+            curs.execute(
+                "UPDATE engram_partition_tracking SET notification_id = %s WHERE projection = %s AND partition = %s",
+                (upto, self.name, partition),
+            )
+        return applied
+
+    def rebuild(self, recorder: Any, decode: Callable[[Any], Any],
+                progress: Callable[[int, int], None] | None = None) -> int:
+        """Clear the view and replay every event into it in one transaction: readers see the old view
+        until the new one is complete, and every runner or worker of this projection waits meanwhile."""
+        head = recorder.max_notification_id() or 0
+        applied = 0
         with self.view.datastore.transaction(commit=True) as curs:
             self.view.lock_position(curs)
+            curs.execute("SELECT 1 FROM engram_partition_tracking WHERE projection = %s FOR UPDATE", (self.name,))
             self.view.clear(curs)
+            position = 0
+            while position < head:
+                notes = recorder.select_notifications(start=position, limit=1000, stop=head,
+                                                      inclusive_of_start=False)
+                if not notes:
+                    break
+                for n in notes:
+                    self.apply(curs, decode(n), Tracking(APPLICATION, n.id))
+                    applied += 1
+                position = notes[-1].id
+                if progress is not None:
+                    progress(position, head)
+            self.view.set_position(curs, head)
+            curs.execute(
+                "UPDATE engram_partition_tracking SET notification_id = greatest(notification_id, %s) "
+                "WHERE projection = %s",
+                (head, self.name),
+            )
+        return applied
 
 
 class ProjectorRunner:
@@ -158,6 +223,10 @@ class ProjectorRunner:
         finally:
             for p in reversed(ordered):
                 self._locks[p.name].release()
+
+    def settle_recordings(self, recordings: Sequence[Any]) -> None:
+        if recordings:
+            self.settle(max(r.notification.id for r in recordings))
 
     def settle(self, notification_id: int | None) -> None:
         if notification_id is None:

@@ -38,7 +38,6 @@ from domain.rollout import OFF, SHADOW, EngramOff, Rollout
 from domain.scope import Caller, Grants, Scope
 from domain.text import validate_text
 from domain.visibility import may_use
-from projections.base import ProjectorRunner
 from projections.governance import GovernanceQueries, Standing
 from projections.recall import RecallQueries
 from projections.sealing import unseal_from_view
@@ -81,7 +80,7 @@ class MemoryService:
     def __init__(
         self,
         app: EngramApplication,
-        projector: ProjectorRunner,
+        projector: Any,  # ProjectorRunner in-process, PartitionSettle when workers project from Kafka
         queries: RecallQueries,
         index: BlindIndex,
         clock: Clock,
@@ -124,8 +123,7 @@ class MemoryService:
             recordings = self.app.save(*aggregates)
         except RecordConflictError:
             raise Conflict("the memory changed while this request was handled") from None
-        if recordings:
-            self.projector.settle(recordings[-1].notification.id)
+        self.projector.settle_recordings(recordings)
 
     def _load(self, caller: Caller, memory_id: str) -> Memory:
         """Load a memory the caller may use; anything else is indistinguishable from absent."""

