@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +33,16 @@ from service.settings import Settings
 log = logging.getLogger("engram")
 
 PROJECTIONS = ("recall", "review", "governance", "inbox")
+
+
+@contextmanager
+def schema_lock(database: Database) -> Iterator[None]:
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(727274)")
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(727274)")
 
 
 def master_key(settings: Settings) -> MasterKey:
@@ -97,21 +111,25 @@ class Engram:
                 embedded = EmbeddedPostgres(settings.data_dir.resolve())
                 database = embedded.start()
         master = master_key(settings)
-        app = EngramApplication(database.eventsourcing_env(settings.pool_size), master)
-        datastore = app.factory.datastore  # type: ignore[attr-defined]
-        index = BlindIndex(master)
-        recall_view = RecallView(datastore, "recall")
-        review_view = ReviewView(datastore, "review")
-        governance_view = GovernanceView(datastore, "governance")
-        inbox_view = InboxView(datastore, "inbox")
-        for view in (recall_view, review_view, governance_view, inbox_view):
-            view.create_table()
-        projections: dict[str, EngramProjection] = {
-            "recall": RecallProjection(recall_view, app.keys, index),
-            "review": ReviewProjection(review_view, app.keys),
-            "governance": GovernanceProjection(governance_view),
-            "inbox": InboxProjection(inbox_view),
-        }
+        # API replicas, relays and workers may start together: one of them creates the schema at a time.
+        with schema_lock(database):
+            app = EngramApplication(database.eventsourcing_env(settings.pool_size), master)
+            datastore = app.factory.datastore  # type: ignore[attr-defined]
+            index = BlindIndex(master)
+            recall_view = RecallView(datastore, "recall")
+            review_view = ReviewView(datastore, "review")
+            governance_view = GovernanceView(datastore, "governance")
+            inbox_view = InboxView(datastore, "inbox")
+            for view in (recall_view, review_view, governance_view, inbox_view):
+                view.create_table()
+            projections: dict[str, EngramProjection] = {
+                "recall": RecallProjection(recall_view, app.keys, index),
+                "review": ReviewProjection(review_view, app.keys),
+                "governance": GovernanceProjection(governance_view),
+                "inbox": InboxProjection(inbox_view),
+            }
+            InboxQueries(datastore).create_tables()
+            BudgetLedger(datastore).create_tables()
         runner = ProjectorRunner(
             app.recorder, app.mapper.to_domain_event, list(projections.values()),
             poll_interval=settings.poll_interval,
@@ -130,9 +148,7 @@ class Engram:
             policy=ContentRules(),
         )
         inbox = InboxQueries(datastore)
-        inbox.create_tables()
         budget = BudgetLedger(datastore)
-        budget.create_tables()
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
         learning = LearningService(service, inbox, budget, extractor, LearningSettings(limits=Limits(
