@@ -6,7 +6,7 @@ ciphertext under it: events, views, the write-ahead log and backups of those.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -30,15 +30,18 @@ CREATE TABLE IF NOT EXISTS engram_destroyed_keys (
 
 
 class KeyStore:
-    def __init__(self, datastore: PostgresDatastore, master: MasterKey) -> None:
+    def __init__(self, datastore: PostgresDatastore, master: MasterKey, fence: Container[str] = frozenset()) -> None:
         self.datastore = datastore
         self.master = master
+        self.fence = fence  # tombstoned ids: even a restored database cannot hand their keys out
 
     def create_tables(self) -> None:
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(SCHEMA)
 
     def create(self, key_id: Any, company: str) -> None:
+        if str(key_id) in self.fence:
+            return
         key = new_data_key()
         with self.datastore.transaction(commit=True) as curs:
             # A destroyed key is never created again: a late job cannot revive a forgotten memory.
@@ -53,7 +56,7 @@ class KeyStore:
         return self.get_many([key_id]).get(str(key_id))
 
     def get_many(self, key_ids: Iterable[Any]) -> dict[str, bytes]:
-        ids = list({str(k) for k in key_ids})
+        ids = [k for k in {str(k) for k in key_ids} if k not in self.fence]
         if not ids:
             return {}
         with self.datastore.transaction(commit=False) as curs:
@@ -65,7 +68,9 @@ class KeyStore:
 
     def unwrap_row(self, key_id: Any, wrapped: bytes | None) -> bytes | None:
         """Unwrap a key fetched by a view query's join (saves a round trip on the hot path)."""
-        return None if wrapped is None else self.master.unwrap(bytes(wrapped), str(key_id))
+        if wrapped is None or str(key_id) in self.fence:
+            return None
+        return self.master.unwrap(bytes(wrapped), str(key_id))
 
     def destroy(self, key_id: Any, company: str, at: datetime) -> datetime:
         """Delete the key and note when; idempotent. Returns when it was destroyed."""

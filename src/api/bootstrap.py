@@ -16,6 +16,7 @@ from adapters.blind_index import BlindIndex
 from adapters.budget import BudgetLedger, Limits
 from adapters.content_rules import ContentRules
 from adapters.extractors import OpenAIExtractor, RuleExtractor
+from adapters.tombstones import Fence, FileJournal, KafkaJournal
 from adapters.crypto import MasterKey
 from adapters.database import Database, EmbeddedPostgres
 from domain.clock import Clock
@@ -111,9 +112,12 @@ class Engram:
                 embedded = EmbeddedPostgres(settings.data_dir.resolve())
                 database = embedded.start()
         master = master_key(settings)
+        journal = (KafkaJournal(settings.kafka_bootstrap, settings.kafka_partitions) if settings.kafka_bootstrap
+                   else FileJournal(settings.data_dir / "tombstones.jsonl"))
+        fence = Fence(journal)
         # API replicas, relays and workers may start together: one of them creates the schema at a time.
         with schema_lock(database):
-            app = EngramApplication(database.eventsourcing_env(settings.pool_size), master)
+            app = EngramApplication(database.eventsourcing_env(settings.pool_size), master, fence)
             datastore = app.factory.datastore  # type: ignore[attr-defined]
             index = BlindIndex(master)
             recall_view = RecallView(datastore, "recall")
@@ -146,6 +150,7 @@ class Engram:
             governance=GovernanceQueries(datastore),
             modes=Rollout(settings.mode, settings.company_allowlist),
             policy=ContentRules(),
+            tombstones=fence,
         )
         inbox = InboxQueries(datastore)
         budget = BudgetLedger(datastore)
@@ -193,10 +198,18 @@ class Engram:
     def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
         return self.projections[name].rebuild(self.app.recorder, self.app.mapper.to_domain_event, progress)
 
+    def restore_fence(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+        from service.restore import apply_fence
+
+        return apply_fence(self, progress)
+
     def close(self) -> None:
         for sweeper in self.sweepers:
             sweeper.stop()
         self.runner.stop()
         self.app.close()
+        journal = getattr(self.service.tombstones, "journal", None)
+        if hasattr(journal, "close"):
+            journal.close()
         if self.embedded is not None:
             self.embedded.stop()

@@ -110,6 +110,17 @@ def _distributed_engram() -> Engram:
     return Engram.open(settings, background=False)
 
 
+def cmd_restore(args: argparse.Namespace) -> int:
+    engram = Engram.open(_settings(), background=False)
+    try:
+        counts = engram.restore_fence(_progress_bar("rebuild"))
+        print(f"fence applied: {counts['tombstones']} tombstones, {counts['keys_destroyed']} keys destroyed, "
+              f"{counts['events_appended']} events appended; projections rebuilt")
+    finally:
+        engram.close()
+    return 0
+
+
 def cmd_relay(args: argparse.Namespace) -> int:
     from adapters.kafka import Relay
 
@@ -159,6 +170,11 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--entry", default="api", choices=["web", "channel", "scheduled", "api"])
     t.add_argument("--hours", type=float, default=12.0)
     t.set_defaults(func=cmd_token)
+
+    rs = sub.add_parser("restore", help="after restoring a database backup, make every forget hold again")
+    rs.add_argument("--fence", action="store_true", required=True,
+                    help="replay all tombstones, then rebuild every projection")
+    rs.set_defaults(func=cmd_restore)
 
     sub.add_parser("relay", help="publish stored events to Kafka").set_defaults(func=cmd_relay)
     w = sub.add_parser("worker", help="apply events from Kafka to read models")

@@ -51,13 +51,14 @@ class EngramApplication(Application):
 
     name = "engram"
 
-    def __init__(self, env: dict[str, str], master: MasterKey) -> None:
+    def __init__(self, env: dict[str, str], master: MasterKey, fence: Any = frozenset()) -> None:
         self._master = master
+        self._fence = fence
         super().__init__(env)
 
     def construct_factory(self, env: Any) -> InfrastructureFactory:
         factory = super().construct_factory(env)
-        self.keys = KeyStore(factory.datastore, self._master)  # type: ignore[attr-defined]
+        self.keys = KeyStore(factory.datastore, self._master, self._fence)  # type: ignore[attr-defined]
         self.keys.create_tables()
         return factory
 
@@ -90,6 +91,7 @@ class MemoryService:
         governance: GovernanceQueries,
         modes: Rollout | None = None,
         policy: ContentPolicy | None = None,
+        tombstones: Any = None,
     ) -> None:
         self.app = app
         self.keys = app.keys
@@ -102,6 +104,7 @@ class MemoryService:
         self.governance = governance
         self.modes = modes or Rollout()
         self.policy: ContentPolicy = policy or AcceptEverything()
+        self.tombstones = tombstones  # a Fence: records where a database restore cannot undo it
 
     # -- plumbing ------------------------------------------------------------
 
@@ -117,6 +120,12 @@ class MemoryService:
         """Refuse every call of a company whose rollout mode is off (recall answers empty instead)."""
         if self.modes.mode(caller.company) == OFF:
             raise EngramOff("Engram is off for this company")
+
+    def tombstone(self, kind: str, aggregate_id: Any, company: str, **fields: Any) -> None:
+        """Content-free: ids and times only."""
+        if self.tombstones is not None:
+            self.tombstones.record({"kind": kind, "aggregate_id": str(aggregate_id), "company": company,
+                                    "at": self.clock.now().isoformat(), **fields})
 
     def save(self, *aggregates: Any) -> None:
         try:
@@ -302,6 +311,7 @@ class MemoryService:
             now = self.clock.now()
             destroyed_at = self.keys.destroy(memory.id, memory.company, now)
             forget_id = "fg-" + uuid4().hex
+            self.tombstone("forget", memory.id, memory.company, person=memory.person, forget_id=forget_id)
             memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at,
                           actor=caller.bot or caller.person, at=now)
             try:
@@ -326,6 +336,7 @@ class MemoryService:
             return False
         now = self.clock.now()
         self.keys.destroy(receipt.id, receipt.company, now)
+        self.tombstone("receipt_cleared", receipt.id, receipt.company, why=why)
         receipt.clear_payload(why, now)
         try:
             self.save(receipt)
@@ -345,6 +356,7 @@ class MemoryService:
             if not isinstance(memory, Memory) or not memory.is_due(now):
                 continue
             destroyed_at = self.keys.destroy(memory.id, memory.company, now)
+            self.tombstone("expire", memory.id, memory.company, person=memory.person)
             memory.expire(at=now, key_destroyed_at=destroyed_at)
             try:
                 self.save(memory)

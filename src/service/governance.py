@@ -46,6 +46,8 @@ class GovernanceService:
         """An admin revokes for the whole company; a person (or their bot) for themself."""
         everyone = caller.is_administrative
         aggregate = self._directory(caller.company)
+        self.memories.tombstone("revoke", aggregate.id, caller.company, source_id=source_id,
+                                person=None if everyone else caller.person)
         aggregate.revoke(source_id, person=None if everyone else caller.person,
                          actor=caller.bot or caller.person, at=self.clock.now())
         self.memories.save(aggregate)

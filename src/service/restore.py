@@ -1,0 +1,64 @@
+"""`engram restore --fence`: after a database backup is restored, make every tombstone true again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+
+from domain.directory import CompanyDirectory
+from domain.memory import EXPIRED, FORGOTTEN, PENDING, Memory
+from domain.receipt import Receipt
+
+if TYPE_CHECKING:
+    from api.bootstrap import Engram
+
+
+def apply_fence(engram: Engram, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+    """Replay all tombstones: re-destroy keys, append the events the restored database lacks,
+    then rebuild every projection from the (now complete) event store."""
+    service, app = engram.service, engram.app
+    fence = service.tombstones
+    fence.refresh()
+    tombstones = fence.journal.all()
+    now = service.clock.now()
+    counts = {"tombstones": len(tombstones), "keys_destroyed": 0, "events_appended": 0}
+
+    def get(aggregate_id: str) -> Any:
+        try:
+            return app.repository.get(UUID(aggregate_id))
+        except (AggregateNotFoundError, ValueError):
+            return None
+
+    for t in tombstones:
+        kind, aid, company = t["kind"], t["aggregate_id"], t["company"]
+        if kind == "revoke":
+            directory = get(aid)
+            if isinstance(directory, CompanyDirectory):
+                before = len(directory.revoked)
+                directory.revoke(t["source_id"], person=t.get("person"), actor="restore-fence", at=now)
+                if len(directory.revoked) > before:
+                    service.save(directory)
+                    counts["events_appended"] += 1
+            continue
+        app.keys.destroy(aid, company, now)
+        counts["keys_destroyed"] += 1
+        aggregate = get(aid)
+        if isinstance(aggregate, Memory) and aggregate.status not in (FORGOTTEN, EXPIRED):
+            if kind == "expire" and aggregate.status == PENDING:
+                aggregate.expire(at=now, key_destroyed_at=now)
+            else:
+                aggregate.forget(forget_id=t.get("forget_id") or f"fg-fence-{aid}", key_destroyed_at=now,
+                                 actor="restore-fence", at=now)
+            service.save(aggregate)
+            counts["events_appended"] += 1
+        elif isinstance(aggregate, Receipt) and not aggregate.cleared:
+            aggregate.clear_payload("restore_fence", now)
+            service.save(aggregate)
+            counts["events_appended"] += 1
+    app.keys.vacuum()
+    for name in engram.projections:
+        engram.rebuild(name, progress)
+    return counts

