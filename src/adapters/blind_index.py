@@ -12,6 +12,7 @@ import hmac
 import re
 import unicodedata
 from collections import Counter
+from functools import lru_cache
 
 import snowballstemmer
 
@@ -25,6 +26,11 @@ _STOP = frozenset(
     "so that the their them they this to was we were what when which who will with you your".split()
 )
 _stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def _stem(word: str) -> str:
+    return _stemmer.stemWord(word)
 
 
 def terms(text: str) -> list[str]:
@@ -41,7 +47,7 @@ def terms(text: str) -> list[str]:
         word = run.replace("'", "")
         if word in _STOP:
             continue
-        out.append(_stemmer.stemWord(word) if word.isascii() else word)
+        out.append(_stem(word) if word.isascii() else word)
     return out
 
 

@@ -20,7 +20,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.partitioner import murmur2
-from eventsourcing.persistence import Notification, StoredEvent, Tracking
+from eventsourcing.persistence import Notification, Tracking
+
+from .keystore import prefetched
 
 log = logging.getLogger("engram.kafka")
 
@@ -229,7 +231,8 @@ class ProjectorWorker:
     transaction, then commits the offset. Duplicates and re-deliveries are dropped by the tracking."""
 
     def __init__(self, projections: Sequence[Any], datastore: Any, decode: Callable[[Notification], Any],
-                 bootstrap: str, partitions: int, group: str | None = None) -> None:
+                 bootstrap: str, partitions: int, group: str | None = None, keys: Any = None) -> None:
+        self.keys = keys
         self.projections = sorted(projections, key=lambda p: p.name)
         self.datastore, self.decode = datastore, decode
         self.bootstrap, self.partitions = bootstrap, partitions
@@ -239,14 +242,12 @@ class ProjectorWorker:
         self.ready = threading.Event()  # set once the group has given this worker partitions
 
     def apply(self, partition: int, messages: Sequence[Any]) -> int:
-        items: list[tuple[Any, Tracking]] = []
-        upto = 0
-        for msg in messages:
-            note, nid = decode_message(msg)
-            upto = max(upto, nid)
-            items.append((None if note is None else self.decode(note), Tracking("engram", nid)))
+        decoded = [decode_message(msg) for msg in messages]
+        upto = max(nid for _, nid in decoded)
+        notes = [note for note, _ in decoded if note is not None]
         applied = 0
-        with self.datastore.transaction(commit=True) as curs:
+        with prefetched(self.keys, notes), self.datastore.transaction(commit=True) as curs:
+            items = [(None if note is None else self.decode(note), Tracking("engram", nid)) for note, nid in decoded]
             for p in self.projections:
                 applied += p.apply_partition_batch(curs, partition, items, upto)
         return applied

@@ -6,7 +6,9 @@ ciphertext under it: events, views, the write-ahead log and backups of those.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+import threading
+from collections.abc import Container, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +36,17 @@ class KeyStore:
         self.datastore = datastore
         self.master = master
         self.fence = fence  # tombstoned ids: even a restored database cannot hand their keys out
+        self._batch = threading.local()
+
+    @contextmanager
+    def prefetched(self, key_ids: Iterable[Any]) -> Iterator[None]:
+        """For one batch of projection work in this thread: fetch its keys in one query.
+        Scoped to the batch, never shared across requests, so a forget is never served stale."""
+        self._batch.keys = self.get_many(key_ids)
+        try:
+            yield
+        finally:
+            self._batch.keys = None
 
     def create_tables(self) -> None:
         with self.datastore.transaction(commit=True) as curs:
@@ -53,6 +66,9 @@ class KeyStore:
             )
 
     def get(self, key_id: Any) -> bytes | None:
+        batch = getattr(self._batch, "keys", None)
+        if batch is not None and str(key_id) in batch:
+            return batch[str(key_id)]
         return self.get_many([key_id]).get(str(key_id))
 
     def get_many(self, key_ids: Iterable[Any]) -> dict[str, bytes]:
@@ -90,3 +106,13 @@ class KeyStore:
         """Reclaim the dead row versions that still hold destroyed wrapped keys."""
         with self.datastore.get_connection() as conn:
             conn.execute("VACUUM engram_data_keys")
+
+
+@contextmanager
+def prefetched(keys: KeyStore | None, notes: Iterable[Any]) -> Iterator[None]:
+    """The keys of a batch of stored events, fetched once for the batch (no-op without a key store)."""
+    if keys is None:
+        yield
+        return
+    with keys.prefetched({n.originator_id for n in notes}):
+        yield

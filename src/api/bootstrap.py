@@ -20,7 +20,9 @@ from adapters.tombstones import Fence, FileJournal, KafkaJournal
 from adapters.crypto import MasterKey
 from adapters.database import Database, EmbeddedPostgres
 from domain.clock import Clock
+from domain.errors import Forbidden
 from domain.rollout import Rollout
+from domain.scope import Caller
 from projections.base import EngramProjection, ProjectorRunner
 from projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from projections.inbox import InboxProjection, InboxQueries, InboxView
@@ -136,7 +138,7 @@ class Engram:
             BudgetLedger(datastore).create_tables()
         runner = ProjectorRunner(
             app.recorder, app.mapper.to_domain_event, list(projections.values()),
-            poll_interval=settings.poll_interval,
+            poll_interval=settings.poll_interval, keys=app.keys,
         )
         settler: object = runner
         if settings.kafka_bootstrap:
@@ -196,7 +198,40 @@ class Engram:
         return rows
 
     def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
-        return self.projections[name].rebuild(self.app.recorder, self.app.mapper.to_domain_event, progress)
+        return self.projections[name].rebuild(self.app.recorder, self.app.mapper.to_domain_event, progress,
+                                              keys=self.app.keys)
+
+    def admin_status(self, caller: Caller) -> dict[str, object]:
+        """For company admins and operators: dependencies, backlogs, today's budget. Never memory text."""
+        if not caller.is_administrative:
+            raise Forbidden("only company admins and operators may see the status")
+        lag = max((int(r["lag"]) for r in self.status()), default=0)  # type: ignore[call-overload]
+        today = self.service.clock.now().date()
+        return {
+            "company": caller.company,
+            "mode": self.service.modes.mode(caller.company),
+            "dependencies": {
+                "database": "ok",
+                "kafka": "configured" if self.settings.kafka_bootstrap else "not used (in-process projectors)",
+                "llm": "configured" if self.settings.llm_base_url else "not used (rule-based extraction)",
+            },
+            "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag},
+            "budget_today": {**self.learning.budget.today(caller.company, today),
+                             "token_limit": self.settings.daily_tokens, "call_limit": self.settings.daily_calls},
+        }
+
+    def metrics(self) -> str:
+        """Prometheus text: counts and lags only."""
+        lines = ["# TYPE engram_projection_lag gauge"]
+        for r in self.status():
+            part = f',partition="{r["partition"]}"' if "partition" in r else ""
+            lines.append(f'engram_projection_lag{{projection="{r["projection"]}"{part}}} {r["lag"]}')
+        lines.append("# TYPE engram_inbox_receipts gauge")
+        for state, n in sorted(self.learning.inbox.backlog().items()):
+            lines.append(f'engram_inbox_receipts{{state="{state}"}} {n}')
+        lines.append("# TYPE engram_events_total counter")
+        lines.append(f"engram_events_total {self.app.recorder.max_notification_id() or 0}")
+        return "\n".join(lines) + "\n"
 
     def restore_fence(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
         from service.restore import apply_fence

@@ -145,7 +145,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown projections: {', '.join(unknown)}")
     worker = ProjectorWorker([engram.projections[n] for n in names], engram.app.factory.datastore,
                              engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "",
-                             engram.settings.kafka_partitions)
+                             engram.settings.kafka_partitions, keys=engram.app.keys)
     print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
     try:
         return _run_until_signalled(worker.run)

@@ -137,6 +137,14 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
     def receipt_status(receipt_id: Annotated[str, PathParam(max_length=200)], who: Who) -> Any:
         return engram.learning.status(who, receipt_id)
 
+    @app.get("/v1/admin/status")
+    def admin_status(who: Anyone) -> Any:
+        return engram.admin_status(who)
+
+    @app.get("/metrics")
+    def metrics() -> PlainTextResponse:
+        return PlainTextResponse(engram.metrics(), media_type="text/plain; version=0.0.4")
+
     @app.get("/v1/admin/directory")
     def get_directory(who: Anyone, gov: Gov) -> Any:
         return gov.get_directory(who)

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from psycopg import Cursor
+
+from adapters.keystore import prefetched
 
 log = logging.getLogger("engram.projections")
 
@@ -140,7 +143,7 @@ class EngramProjection(Projection[View]):
         return applied
 
     def rebuild(self, recorder: Any, decode: Callable[[Any], Any],
-                progress: Callable[[int, int], None] | None = None) -> int:
+                progress: Callable[[int, int], None] | None = None, keys: Any = None) -> int:
         """Clear the view and replay every event into it in one transaction: readers see the old view
         until the new one is complete, and every runner or worker of this projection waits meanwhile."""
         head = recorder.max_notification_id() or 0
@@ -155,9 +158,10 @@ class EngramProjection(Projection[View]):
                                                       inclusive_of_start=False)
                 if not notes:
                     break
-                for n in notes:
-                    self.apply(curs, decode(n), Tracking(APPLICATION, n.id))
-                    applied += 1
+                with prefetched(keys, notes):
+                    for n in notes:
+                        self.apply(curs, decode(n), Tracking(APPLICATION, n.id))
+                        applied += 1
                 position = notes[-1].id
                 if progress is not None:
                     progress(position, head)
@@ -185,7 +189,9 @@ class ProjectorRunner:
         decode: Callable[[Any], Any],
         projections: Sequence[EngramProjection],
         poll_interval: float = 1.0,
+        keys: Any = None,
     ) -> None:
+        self.keys = keys
         self.recorder = recorder
         self.decode = decode
         self.projections = list(projections)
@@ -210,9 +216,9 @@ class ProjectorRunner:
                 notes = self.recorder.select_notifications(start=start, limit=self.BATCH, inclusive_of_start=False)
                 if not notes:
                     break
-                items = [(self.decode(n), Tracking(APPLICATION, n.id)) for n in notes]
-                # every view and its tracking row move together: one transaction, one commit
-                with ordered[0].view.datastore.transaction(commit=True) as curs:
+                with prefetched(self.keys, notes), ordered[0].view.datastore.transaction(commit=True) as curs:
+                    items = [(self.decode(n), Tracking(APPLICATION, n.id)) for n in notes]
+                    # every view and its tracking row move together: one transaction, one commit
                     for p in ordered:
                         mine = [item for item in items if item[1].notification_id > positions[p.name]]
                         if mine:

@@ -69,7 +69,8 @@ def relay_for(engram: Engram, poll: float = 0.1) -> Relay:
 def worker_for(engram: Engram, names: list[str] | None = None) -> ProjectorWorker:
     names = names or list(engram.projections)
     return ProjectorWorker([engram.projections[n] for n in names], engram.app.factory.datastore,
-                           engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS)
+                           engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
+                           keys=engram.app.keys)
 
 
 def write_without_waiting(engram: Engram, n: int, start: int = 0) -> list[str]:

@@ -192,3 +192,18 @@ def test_rollout_modes(settings, database, mode: str) -> None:
             assert r.status_code == 403 and r.json()["code"] == "engram_off"
     finally:
         system.close()
+
+
+def test_admin_status_and_metrics(client, world) -> None:
+    client.post("/v1/receipts", json={"receipt_id": "r-1", "author": "user", "text": "I like figs.",
+                                      "source": {"kind": "chat", "id": "c-1", "message_id": "m-1"}}, headers=auth())
+    for role in ("user", "bot"):
+        r = client.get("/v1/admin/status", headers=auth(role=role, bot="b-helper"))
+        assert r.status_code == 403 and r.json()["code"] == "forbidden"
+    status = client.get("/v1/admin/status", headers=auth(role="operator")).json()
+    assert status["backlogs"]["inbox"] == {"queued": 1} and status["backlogs"]["projector_lag"] == 0
+    assert status["budget_today"]["calls"] == 0 and status["mode"] == "enabled"
+    assert "apricot" not in str(status) and "figs" not in str(status)
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200 and 'engram_inbox_receipts{state="queued"} 1' in metrics.text
+    assert "apricot" not in metrics.text

@@ -1,0 +1,160 @@
+"""Projection lag and throughput, embedded and over Kafka.
+
+    .venv/bin/python bench/projection_lag.py [--writes 200] [--events 5000]
+
+1. confirm-to-recallable: the time from an explicit remember until recall can return it, in the
+   embedded default (projectors in-process) and in Kafka mode (relay + one worker, tansu broker);
+   in both modes a remember returns only once its write is recallable, so this is its latency.
+2. relay + projector throughput: N events already stored, then relay and 1 or 2 workers started;
+   events/s until every partition of every projection has applied them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from uuid import uuid4
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
+
+from adapters.database import EmbeddedPostgres  # noqa: E402
+from adapters.kafka import ProjectorWorker, Relay  # noqa: E402
+from api.bootstrap import Engram  # noqa: E402
+from broker import TansuBroker  # noqa: E402
+from domain.memory import Memory  # noqa: E402
+from domain.scope import Caller, Scope  # noqa: E402
+from service.settings import Settings  # noqa: E402
+
+ALICE = Caller("acme", "alice", "user")
+SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
+PARTITIONS = 8
+
+
+def pct(values: list[float], p: int) -> float:
+    return statistics.quantiles(values, n=100)[p - 1]
+
+
+class Background:
+    def __init__(self, coro_factory) -> None:  # noqa: ANN001
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=lambda: asyncio.run(coro_factory(self.stop)), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
+def workers_for(engram: Engram, n: int) -> tuple[list[ProjectorWorker], list[Background]]:
+    ws = [ProjectorWorker(list(engram.projections.values()), engram.app.factory.datastore,
+                          engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
+                          keys=engram.app.keys) for _ in range(n)]
+    bgs = [Background(w.run) for w in ws]
+    for w in ws:
+        w.ready.wait(60)
+    return ws, bgs
+
+
+def latency(engram: Engram, writes: int) -> list[float]:
+    out = []
+    for i in range(writes):
+        t = time.perf_counter()
+        engram.service.remember(ALICE, text=f"lag probe {i} heron", source=SOURCE, occurred_at=None,
+                                visibility="general", team=None, valid_from=None, valid_to=None)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def seed(engram: Engram, events: int) -> None:
+    batch = []
+    now = engram.service.clock.now()
+    for i in range(events):
+        m = Memory.remember(id=uuid4(), scope=Scope("acme", f"p{i % 20}"), source=SOURCE, text=f"seed {i} plover",
+                            evidence=[], valid_from=None, valid_to=None, actor="bench", at=now)
+        engram.app.keys.create(m.id, "acme")
+        batch.append(m)
+        if len(batch) == 250:
+            engram.app.save(*batch)
+            batch = []
+    if batch:
+        engram.app.save(*batch)
+
+
+def applied_everywhere(engram: Engram, head: int) -> bool:
+    rows = [r for r in engram.status() if "partition" in r]
+    return bool(rows) and all(r["position"] >= head for r in rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--writes", type=int, default=200)
+    ap.add_argument("--events", type=int, default=5000)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="engram-lag-"))
+    base = Settings(data_dir=tmp, database_url=None, master_key=base64.urlsafe_b64encode(os.urandom(32)).decode(),
+                    token_secret="bench-" + "l" * 40, kafka_partitions=PARTITIONS)
+    pg = EmbeddedPostgres(tmp)
+    server = pg.start()
+    try:
+        db = server.with_dbname("lag_embedded")
+        db.ensure_exists()
+        engram = Engram.open(base, database=db, background=False)
+        lat = latency(engram, args.writes)
+        engram.close()
+        print(f"confirm-to-recallable  embedded  p50 {pct(lat, 50):6.2f} ms  p95 {pct(lat, 95):6.2f} ms")
+
+        broker = TansuBroker().start()
+        try:
+            db = server.with_dbname("lag_kafka")
+            db.ensure_exists()
+            engram = Engram.open(replace(base, kafka_bootstrap=broker.bootstrap), database=db, background=False)
+            relay = Background(Relay(engram.app.recorder, engram.app.factory.datastore, broker.bootstrap, PARTITIONS,
+                                     list(engram.projections), poll_interval=0.5).run)
+            _, bgs = workers_for(engram, 1)
+            latency(engram, 10)  # warm-up
+            lat = latency(engram, args.writes)
+            print(f"confirm-to-recallable  kafka     p50 {pct(lat, 50):6.2f} ms  p95 {pct(lat, 95):6.2f} ms")
+            for b in [relay, *bgs]:
+                b.close()
+            engram.close()
+        finally:
+            broker.stop()
+
+        for n in (1, 2):
+            broker = TansuBroker().start()
+            try:
+                db = server.with_dbname(f"throughput_{n}")
+                db.ensure_exists()
+                engram = Engram.open(replace(base, kafka_bootstrap=broker.bootstrap), database=db, background=False)
+                seed(engram, args.events)
+                head = engram.app.recorder.max_notification_id() or 0
+                _, bgs = workers_for(engram, n)
+                t = time.perf_counter()
+                relay = Background(Relay(engram.app.recorder, engram.app.factory.datastore, broker.bootstrap,
+                                         PARTITIONS, list(engram.projections), poll_interval=0.1).run)
+                while not applied_everywhere(engram, head):
+                    time.sleep(0.05)
+                took = time.perf_counter() - t
+                print(f"relay + {n} worker{'s' if n > 1 else ' '}  {head} events in {took:6.1f} s  "
+                      f"{head / took:8.0f} events/s")
+                for b in [relay, *bgs]:
+                    b.close()
+                engram.close()
+            finally:
+                broker.stop()
+    finally:
+        pg.stop()
+
+
+if __name__ == "__main__":
+    main()
