@@ -98,12 +98,14 @@ class EngramProjection(Projection[View]):
     def apply_batch(self, curs: Cursor[Any], items: Sequence[tuple[Any, Tracking]]) -> int:
         """Within the caller's transaction: lock the tracking row, apply what is new, move the position."""
         position = self.view.lock_position(curs)
+        self.begin()
         applied = 0
         for event, tracking in items:
             if tracking.notification_id <= position:
                 continue
             self.apply(curs, event, tracking)
             applied += 1
+        self.flush(curs)
         last = items[-1][1].notification_id
         if last > position:
             self.view.set_position(curs, last)
@@ -111,6 +113,12 @@ class EngramProjection(Projection[View]):
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         raise NotImplementedError
+
+    def begin(self) -> None:
+        """Start of a batch: forget anything accumulated by a batch that was rolled back."""
+
+    def flush(self, curs: Cursor[Any]) -> None:
+        """End of a batch, same transaction: write what was accumulated (shared rows, in a fixed order)."""
 
     def apply_partition_batch(self, curs: Cursor[Any], partition: int, items: Sequence[tuple[Any, Tracking]],
                               upto: int) -> int:
@@ -129,12 +137,14 @@ class EngramProjection(Projection[View]):
         row = curs.fetchone()
         assert row is not None
         position = int(row["notification_id"])
+        self.begin()
         applied = 0
         for event, tracking in items:
             if event is None or tracking.notification_id <= position:
                 continue  # a watermark, a duplicate or a re-delivery
             self.apply(curs, event, tracking)
             applied += 1
+        self.flush(curs)
         if upto > position:
             curs.execute(
                 "UPDATE engram_partition_tracking SET notification_id = %s WHERE projection = %s AND partition = %s",
@@ -158,10 +168,12 @@ class EngramProjection(Projection[View]):
                                                       inclusive_of_start=False)
                 if not notes:
                     break
+                self.begin()
                 with prefetched(keys, notes):
                     for n in notes:
                         self.apply(curs, decode(n), Tracking(APPLICATION, n.id))
                         applied += 1
+                self.flush(curs)
                 position = notes[-1].id
                 if progress is not None:
                     progress(position, head)

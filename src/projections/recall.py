@@ -5,6 +5,7 @@ memory's key, terms are keyed hashes. Also records the forget requests it has pu
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -136,6 +137,7 @@ class RecallProjection(EngramProjection):
         super().__init__(view)
         self.keys = keys
         self.index = index
+        self._batch = threading.local()
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         handler = getattr(self, "on_" + type(event).__name__, None)
@@ -265,15 +267,35 @@ class RecallProjection(EngramProjection):
         )
 
     def _count_answers(self, curs: Cursor[Any], memory_id: Any, sign: int) -> None:
-        """Add (or remove) a memory's answering revisions to its person's BM25 corpus figures."""
+        """Note a memory's answering revisions for its person's BM25 corpus figures. Several
+        memories of one person can sit on different partitions, so the shared per-person rows are
+        written once per batch, in a fixed order (see flush): concurrent workers cannot deadlock."""
         curs.execute(
-            "INSERT INTO engram_recall_stats (company, person, answers, total_len) "
-            "SELECT company, person, %s * count(*), %s * coalesce(sum(doc_len), 0) "
-            "FROM engram_recall_revisions WHERE memory_id = %s AND is_answer GROUP BY company, person "
-            "ON CONFLICT (company, person) DO UPDATE SET answers = engram_recall_stats.answers + EXCLUDED.answers, "
-            "total_len = engram_recall_stats.total_len + EXCLUDED.total_len",
-            (sign, sign, memory_id),
+            "SELECT company, person, count(*) AS n, coalesce(sum(doc_len), 0) AS total "
+            "FROM engram_recall_revisions WHERE memory_id = %s AND is_answer GROUP BY company, person",
+            (memory_id,),
         )
+        pending = getattr(self._batch, "stats", None)
+        if pending is None:
+            pending = self._batch.stats = {}
+        for row in curs.fetchall():
+            n, total = pending.get((row["company"], row["person"]), (0, 0))
+            pending[(row["company"], row["person"])] = (n + sign * row["n"], total + sign * row["total"])
+
+    def begin(self) -> None:
+        self._batch.stats = {}
+
+    def flush(self, curs: Cursor[Any]) -> None:
+        pending = getattr(self._batch, "stats", None) or {}
+        self._batch.stats = {}
+        rows = [(c, p, n, t) for (c, p), (n, t) in sorted(pending.items()) if n or t]
+        if rows:
+            curs.executemany(
+                "INSERT INTO engram_recall_stats (company, person, answers, total_len) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (company, person) DO UPDATE SET answers = engram_recall_stats.answers + "
+                "EXCLUDED.answers, total_len = engram_recall_stats.total_len + EXCLUDED.total_len",
+                rows,
+            )
 
     def _refresh_answers(self, curs: Cursor[Any], memory_id: Any, key: bytes | None) -> None:
         """Recompute which revisions answer for which valid time, and their terms."""
