@@ -95,3 +95,26 @@ def start_broker() -> TansuBroker | ContainerBroker:
         except Exception:  # noqa: BLE001 - fall back to the in-process broker
             pass
     return TansuBroker().start()
+
+
+def topic_bytes(bootstrap: str, topic: str = "engram.events") -> bytes:
+    """Every key, value and header byte a topic holds, for plaintext scans."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+
+    async def read() -> bytes:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        blob = b""
+        try:
+            for _ in range(10):
+                for msgs in (await consumer.getmany(timeout_ms=300)).values():
+                    blob += b"".join((m.key or b"") + (m.value or b"") + b"".join(v for _, v in m.headers or ())
+                                     for m in msgs)
+        finally:
+            await consumer.stop()
+        return blob
+
+    return asyncio.run(read())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import signal
@@ -14,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from broker import TansuBroker, tansu_binary
+from broker import TansuBroker, tansu_binary, topic_bytes
 from helpers import SECRET, auth
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
@@ -73,22 +72,7 @@ def test_remember_recall_correct_forget_across_processes(database, tmp_path: Pat
             assert c.post("/v1/recall", headers=auth(), json={"query": "office key"}).json()["items"] == []
             assert c.get(f"/v1/memories/{m['id']}", headers=auth()).json()["text"] is None
 
-        async def topic_bytes() -> bytes:
-            from aiokafka import AIOKafkaConsumer
-
-            consumer = AIOKafkaConsumer("engram.events", bootstrap_servers=broker.bootstrap,
-                                        auto_offset_reset="earliest", enable_auto_commit=False)
-            await consumer.start()
-            blob = b""
-            try:
-                for _ in range(10):
-                    for msgs in (await consumer.getmany(timeout_ms=300)).values():
-                        blob += b"".join(m.value or b"" for m in msgs)
-            finally:
-                await consumer.stop()
-            return blob
-
-        blob = asyncio.run(topic_bytes())
+        blob = topic_bytes(broker.bootstrap)
         assert b"_sealed" in blob and b"puffin" not in blob and b"office" not in blob
     finally:
         for p in procs:
