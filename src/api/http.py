@@ -9,6 +9,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware
 
+from domain.errors import Forbidden
 from domain.scope import Caller
 from service.engram import MemoryService
 from service.governance import GovernanceService
@@ -29,6 +30,9 @@ class BodyLimit(BaseHTTPMiddleware):
             return problems.problem(413, "body_too_large", "Body too large",
                                     f"request bodies are limited to {MAX_BODY_BYTES} bytes")
         return await call_next(request)
+
+
+PathId = Annotated[str, PathParam(max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 def create_app(engram: Engram, token_secret: str) -> FastAPI:
@@ -52,6 +56,13 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
     Who = Annotated[Caller, Depends(admitted_caller)]
     Anyone = Annotated[Caller, Depends(any_caller)]  # recall and admin work in every rollout mode
     Gov = Annotated[GovernanceService, Depends(lambda: engram.governance)]
+
+    def admin_caller(who: Annotated[Caller, Depends(any_caller)]) -> Caller:
+        if not who.is_administrative:
+            raise Forbidden("only company admins and operators may do this")
+        return who
+
+    Admin = Annotated[Caller, Depends(admin_caller)]
     Svc = Annotated[MemoryService, Depends(service)]
 
     @app.get("/healthz")
@@ -90,14 +101,14 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
     @app.post("/v1/memories/{memory_id}/correct")
     def correct(memory_id: str, body: CorrectIn, who: Who, svc: Svc) -> Any:
         return svc.correct(who, memory_id, text=body.text, valid_from=body.valid_from,
-                           valid_to=body.valid_to, reason=body.reason)
+                           valid_to=body.valid_to, reason=body.reason, acknowledge_sensitive=body.acknowledge_sensitive)
 
     @app.post("/v1/memories/{memory_id}/forget", status_code=202)
     def forget(memory_id: str, who: Who, svc: Svc) -> Any:
         return svc.forget(who, memory_id)
 
     @app.get("/v1/forgets/{forget_id}")
-    def forget_status(forget_id: str, who: Who, svc: Svc) -> Any:
+    def forget_status(forget_id: PathId, who: Who, svc: Svc) -> Any:
         return svc.forget_status(who, forget_id)
 
     @app.get("/v1/candidates")
@@ -134,7 +145,7 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
         )
 
     @app.get("/v1/receipts/{receipt_id}")
-    def receipt_status(receipt_id: Annotated[str, PathParam(max_length=200)], who: Who) -> Any:
+    def receipt_status(receipt_id: PathId, who: Who) -> Any:
         return engram.learning.status(who, receipt_id)
 
     @app.get("/v1/admin/status")
@@ -146,15 +157,15 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
         return PlainTextResponse(engram.metrics(), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/admin/directory")
-    def get_directory(who: Anyone, gov: Gov) -> Any:
+    def get_directory(who: Admin, gov: Gov) -> Any:
         return gov.get_directory(who)
 
     @app.put("/v1/admin/directory")
-    def put_directory(body: DirectoryIn, who: Anyone, gov: Gov) -> Any:
+    def put_directory(who: Admin, gov: Gov, body: DirectoryIn) -> Any:
         return gov.put_directory(who, body.model_dump())
 
     @app.post("/v1/sources/{source_id}/revoke", status_code=202)
-    def revoke_source(source_id: Annotated[str, PathParam(max_length=200)], who: Who, gov: Gov) -> Any:
+    def revoke_source(source_id: PathId, who: Who, gov: Gov) -> Any:
         return gov.revoke_source(who, source_id)
 
     @app.get("/v1/settings")

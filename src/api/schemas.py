@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-Id = Annotated[StrictStr, Field(min_length=1, max_length=200)]
+from domain.text import is_valid_id
+
+def _printable(value: str) -> str:
+    if not is_valid_id(value):
+        raise ValueError("must be printable text without control characters")
+    return value
+
+
+Id = Annotated[StrictStr, Field(min_length=1, max_length=200), AfterValidator(_printable)]
 
 
 class SourceIn(BaseModel):
@@ -40,6 +48,7 @@ class CorrectIn(BaseModel):
     valid_from: AwareDatetime | None = None
     valid_to: AwareDatetime | None = None
     reason: StrictStr | None = None
+    acknowledge_sensitive: StrictBool = False
 
 
 class RecallIn(BaseModel):

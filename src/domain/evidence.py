@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InvalidScope, InvalidText
+from .text import validate_id
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,9 @@ class Source:
     def __post_init__(self) -> None:
         if not self.kind or not self.id:
             raise InvalidScope("a source needs a kind and an id")
+        for value in (self.kind, self.id, self.message_id):
+            if value is not None:
+                validate_id(value, "a source field")
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> Source:

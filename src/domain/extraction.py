@@ -48,7 +48,12 @@ def accept_proposals(proposals: list[Proposal], user_text: str, policy: ContentP
         text, quote = p.text.strip(), p.quote
         if not text or not quote.strip() or quote not in user_text:
             continue
-        if "\x00" in text or len(text.encode("utf-8", "replace")) > max_text_bytes:
+        try:
+            size = len(text.encode("utf-8"))
+            quote.encode("utf-8")
+        except UnicodeEncodeError:
+            continue  # a lone surrogate from a model: not text we can store
+        if "\x00" in text or size > max_text_bytes:
             continue
         if policy.classify(text) == SECRET_CONTENT or policy.classify(quote) == SECRET_CONTENT:
             continue

@@ -241,6 +241,8 @@ class Memory(Aggregate):
         self._refuse_if_forgotten()
         if self.status != PENDING:
             raise NotACandidate("only a pending candidate can be confirmed")
+        if self.expires_at is not None and at >= self.expires_at:
+            raise NotACandidate("this candidate has expired")
         if self.review == SENSITIVE and not acknowledge_sensitive:
             raise SensitiveAckRequired("confirming sensitive content needs acknowledge_sensitive: true")
         edited = text is not None and text != self.current["text"]

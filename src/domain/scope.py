@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import InvalidScope
+from .text import is_valid_id
 
 GENERAL = "general"
 RESTRICTED = "restricted"
@@ -40,6 +41,9 @@ class Scope:
             raise InvalidScope("visibility must be 'general' or 'restricted'")
         if self.visibility == RESTRICTED and not (self.team and self.source_id):
             raise InvalidScope("a restricted memory needs a team and a source id")
+        for value in (self.team, self.source_id):
+            if value is not None and not is_valid_id(value):
+                raise InvalidScope("team and source ids must be printable text")
 
 
 @dataclass(frozen=True)

@@ -20,3 +20,21 @@ def validate_text(text: str, max_bytes: int = DEFAULT_MAX_TEXT_BYTES, *, allow_e
     if not allow_empty and not text.strip():
         raise InvalidText("text is empty")
     return text
+
+
+MAX_ID_LENGTH = 200
+
+
+def is_valid_id(value: object) -> bool:
+    """Ids (sources, teams, receipts, bots) are printable text: no control characters, no surrogates."""
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
+        return False
+    if any(ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+        return False
+    return True
+
+
+def validate_id(value: str, what: str = "id") -> str:
+    if not is_valid_id(value):
+        raise InvalidText(f"{what} must be 1 to {MAX_ID_LENGTH} printable characters")
+    return value

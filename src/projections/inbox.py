@@ -32,9 +32,10 @@ CREATE INDEX IF NOT EXISTS engram_inbox_queue ON engram_inbox (received_at) WHER
 CREATE INDEX IF NOT EXISTS engram_inbox_retention ON engram_inbox (processed_at) WHERE NOT cleared;
 CREATE TABLE IF NOT EXISTS engram_capture_stops (
     company text NOT NULL,
+    person text NOT NULL,
     source_id text NOT NULL,
     stopped_at timestamptz NOT NULL,
-    PRIMARY KEY (company, source_id)
+    PRIMARY KEY (company, person, source_id)
 );
 """
 
@@ -58,9 +59,9 @@ class InboxProjection(EngramProjection):
             )
             if e.kind != "message" and e.source.get("id"):
                 curs.execute(
-                    "INSERT INTO engram_capture_stops (company, source_id, stopped_at) VALUES (%s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    (e.company, e.source["id"], e.timestamp),
+                    "INSERT INTO engram_capture_stops (company, person, source_id, stopped_at) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (e.company, e.person, e.source["id"], e.timestamp),
                 )
         elif isinstance(e, Receipt.Processed):
             from psycopg.types.json import Jsonb
@@ -101,12 +102,13 @@ class InboxQueries:
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(LEASES)
 
-    def capture_stopped(self, company: str, source_id: str | None) -> bool:
+    def capture_stopped(self, company: str, person: str, source_id: str | None) -> bool:
         if not source_id:
             return False
         with self.datastore.get_connection() as conn:
             return conn.execute(
-                "SELECT 1 FROM engram_capture_stops WHERE company = %s AND source_id = %s", (company, source_id)
+                "SELECT 1 FROM engram_capture_stops WHERE company = %s AND person = %s AND source_id = %s",
+                (company, person, source_id),
             ).fetchone() is not None
 
     def get(self, receipt_uuid: UUID) -> dict[str, Any] | None:

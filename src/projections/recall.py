@@ -453,6 +453,13 @@ class RecallQueries:
             ).fetchall()
         return [r["memory_id"] for r in rows]
 
+    def closed_candidates_with_keys(self, limit: int) -> list[dict[str, Any]]:
+        with self.datastore.get_connection() as conn:
+            return list(conn.execute(
+                "SELECT m.memory_id FROM engram_memories m JOIN engram_data_keys k ON k.key_id = m.memory_id "
+                "WHERE m.status IN ('expired', 'rejected') LIMIT %s", (limit,),
+            ).fetchall())
+
     def forget(self, forget_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         with self.datastore.transaction(commit=False) as curs:
             curs.execute("SELECT * FROM engram_forgets WHERE forget_id = %s", (forget_id,))

@@ -116,6 +116,14 @@ class MemoryService:
         standing = standing or self.standing(caller)
         return Directory.from_document(standing.directory).grants(caller, standing.revoked_sources)
 
+    def use_blocked(self, caller: Caller, standing: Standing | None = None) -> bool:
+        """A bot gets nothing while the company is in shadow mode or the person paused use."""
+        if caller.role != "bot":
+            return False
+        if self.modes.mode(caller.company) != "enabled":
+            return True
+        return (standing or self.standing(caller)).use_paused
+
     def admit(self, caller: Caller) -> None:
         """Refuse every call of a company whose rollout mode is off (recall answers empty instead)."""
         if self.modes.mode(caller.company) == OFF:
@@ -140,7 +148,9 @@ class MemoryService:
             memory = self.app.repository.get(_parse_uuid(memory_id))
         except AggregateNotFoundError:
             raise NotFound("no such memory") from None
-        if not isinstance(memory, Memory) or not may_use(caller, memory.scope, self.grants(caller)):
+        standing = self.standing(caller)
+        if not isinstance(memory, Memory) or not may_use(caller, memory.scope, self.grants(caller, standing)) \
+                or self.use_blocked(caller, standing):
             raise NotFound("no such memory")
         return memory
 
@@ -280,17 +290,27 @@ class MemoryService:
         memory = self._load(caller, memory_id)
         memory.reject(actor=caller.bot or caller.person, at=self.clock.now())
         self.save(memory)
+        self._shred_closed_candidate(memory, "reject")  # a rejected candidate is purged like a forgotten one
         return {"id": str(memory.id), "status": memory.status}
+
+    def _shred_closed_candidate(self, memory: Memory, kind: str) -> None:
+        """After a candidate's Rejected or Expired event is recorded: destroy its key and its
+        receipt's text. Recorded first, so a confirm that wins the race keeps its key."""
+        self.keys.destroy(memory.id, memory.company, self.clock.now())
+        self.tombstone(kind, memory.id, memory.company, person=memory.person)
+        if memory.receipt:
+            self.clear_receipt_payload(UUID(memory.receipt), f"candidate_{kind}")
 
     def correct(
         self, caller: Caller, memory_id: str, *, text: str, valid_from: datetime | None,
-        valid_to: datetime | None, reason: str | None,
+        valid_to: datetime | None, reason: str | None, acknowledge_sensitive: bool = False,
     ) -> dict[str, Any]:
         self._refuse_administrative(caller)
         self._text(text)
         if reason is not None:
             validate_text(reason, self.max_text_bytes)
-        refuse_secrets(self.policy, text, reason)
+        if refuse_secrets(self.policy, text, reason) == SENSITIVE_CONTENT and not acknowledge_sensitive:
+            raise SensitiveAckRequired("the corrected text is sensitive; send acknowledge_sensitive: true")
         memory = self._load(caller, memory_id)
         memory.correct(text=text, valid_from=valid_from, valid_to=valid_to, reason=reason,
                        actor=caller.bot or caller.person, at=self.clock.now())
@@ -355,14 +375,17 @@ class MemoryService:
                 continue
             if not isinstance(memory, Memory) or not memory.is_due(now):
                 continue
-            destroyed_at = self.keys.destroy(memory.id, memory.company, now)
-            self.tombstone("expire", memory.id, memory.company, person=memory.person)
-            memory.expire(at=now, key_destroyed_at=destroyed_at)
+            memory.expire(at=now, key_destroyed_at=now)
             try:
                 self.save(memory)
             except (Conflict, MemoryForgotten):
-                continue  # confirmed, rejected or forgotten meanwhile; the key is gone either way
+                continue  # confirmed, rejected or forgotten meanwhile: that decision stands
+            self._shred_closed_candidate(memory, "expire")
             expired += 1
+        # a crash between an Expired/Rejected event and its key destruction is finished here
+        for row in self.queries.closed_candidates_with_keys(limit):
+            memory = self.app.repository.get(row["memory_id"])
+            self._shred_closed_candidate(memory, "expire" if memory.status == "expired" else "reject")
         if expired:
             self.keys.vacuum()
         return expired
@@ -401,7 +424,7 @@ class MemoryService:
 
     def list_memories(self, caller: Caller, *, q: str | None, limit: int, cursor: str | None,
                       status: str | None = None) -> dict[str, Any]:
-        if caller.is_administrative:
+        if caller.is_administrative or self.use_blocked(caller):
             return {"items": [], "next_cursor": None}
         statuses = [CONFIRMED] if status is None else ([status] if status != "all" else
                                                         [CONFIRMED, FORGOTTEN])
@@ -434,7 +457,7 @@ class MemoryService:
         return {"items": items, "next_cursor": next_cursor}
 
     def candidates(self, caller: Caller) -> dict[str, Any]:
-        if caller.is_administrative:
+        if caller.is_administrative or self.use_blocked(caller):
             return {"items": []}
         grants = self.grants(caller)
         items = []

@@ -10,6 +10,7 @@ from domain.directory import CompanyDirectory, Directory, directory_id
 from domain.errors import Forbidden
 from domain.scope import Caller
 from domain.settings import PersonSettings, settings_id
+from domain.text import validate_id
 
 from .engram import MemoryService
 
@@ -44,6 +45,7 @@ class GovernanceService:
 
     def revoke_source(self, caller: Caller, source_id: str) -> dict[str, Any]:
         """An admin revokes for the whole company; a person (or their bot) for themself."""
+        validate_id(source_id, "source id")
         everyone = caller.is_administrative
         aggregate = self._directory(caller.company)
         self.memories.tombstone("revoke", aggregate.id, caller.company, source_id=source_id,

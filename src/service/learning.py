@@ -12,14 +12,14 @@ from eventsourcing.application import AggregateNotFoundError
 
 from adapters.budget import EXHAUSTED, PAUSED, TOO_LARGE, BudgetLedger, Limits, Refusal
 from adapters.extractors import Extractor, ExtractorError
-from domain.errors import Conflict, MemoryForgotten, NotFound
+from domain.errors import Conflict, DomainError, MemoryForgotten, NotFound
 from domain.evidence import Source
 from domain.extraction import Proposal, accept_proposals
 from domain.memory import NORMAL
 from domain.receipt import MESSAGE, QUEUED, STOPS_CAPTURE, Receipt, candidate_uuid, receipt_uuid
 from domain.review import SECRET_CONTENT
 from domain.scope import Caller
-from domain.text import validate_text
+from domain.text import validate_id, validate_text
 from projections.inbox import InboxQueries
 
 from .engram import MemoryService
@@ -66,7 +66,10 @@ class LearningService:
 
             raise Forbidden("administrative tokens do not send messages")
         validate_text(text, self.memories.max_text_bytes, allow_empty=True)
+        validate_id(receipt_id, "receipt_id")
         origin = Source.of(source)
+        if visibility == "restricted":
+            self.memories._check_restricted(caller, team, origin.id)  # the scope its candidates will have
         rid = receipt_uuid(caller.company, caller.person, receipt_id)
         existing = self._get(rid)
         if existing is not None:
@@ -75,7 +78,7 @@ class LearningService:
         reason = None
         if kind in STOPS_CAPTURE:
             reason = "capture_stopped"
-        elif self.inbox.capture_stopped(caller.company, origin.id):
+        elif self.inbox.capture_stopped(caller.company, caller.person, origin.id):
             reason = "capture_stopped"
         elif author != "user":
             reason = "not_user_text"
@@ -132,9 +135,22 @@ class LearningService:
             try:
                 if self.process(rid):
                     done += 1
-            except Exception:  # noqa: BLE001 - one bad receipt must not stop the queue
-                log.exception("receipt processing failed; its lease will lapse and it is retried")
+            except Exception as e:  # noqa: BLE001 - one bad receipt must not stop the queue
+                log.warning("receipt processing failed (%s); it will be retried", type(e).__name__)
+                self._retry_or_fail(rid, now)
         return done
+
+    def _retry_or_fail(self, rid: UUID, now: datetime) -> None:
+        """A receipt that keeps failing ends as failed (and so has its payload cleared), never loops."""
+        attempts = self.inbox.attempts(rid) + 1
+        if attempts < self.settings.max_attempts:
+            self.inbox.defer(rid, now + self.settings.retry_after * attempts, why="error", count_attempt=True)
+            return
+        receipt = self._get(rid)
+        if receipt is not None and receipt.state == QUEUED:
+            self._end(receipt, lambda: receipt.fail("processing_failed", now))
+        else:
+            self.inbox.release(rid)
 
     def process(self, rid: UUID) -> bool:
         receipt = self._get(rid)
@@ -157,6 +173,7 @@ class LearningService:
         candidate_ids = [self._propose(receipt, p) for p in accepted]
         return self._end(receipt, lambda: receipt.processed(
             [c for c in candidate_ids if c], len(receipt.proposals or []), receipt.extractor or "", now))
+
 
     def _end(self, receipt: Receipt, change: Any) -> bool:
         change()
@@ -196,8 +213,9 @@ class LearningService:
         self._ledger(receipt, day, attempts, reservation.tokens, extraction.usage.prompt_tokens,
                      extraction.usage.completion_tokens, charged or reservation.tokens,
                      len(extraction.proposals), len(accepted), "ok")
-        receipt.extracted([{"text": p.text, "quote": p.quote} for p in extraction.proposals],
-                          self.extractor.name, extraction.model, now)
+        # only what passed the checks is kept: the rest never reaches storage
+        receipt.extracted([{"text": p.text, "quote": p.quote} for p in accepted], self.extractor.name,
+                          extraction.model, now)
         self.memories.save(receipt)
         return True
 
@@ -223,6 +241,8 @@ class LearningService:
             pass  # created by an earlier attempt
         except MemoryForgotten:
             return None  # forgotten since: never revived
+        except DomainError:
+            return None  # this proposal cannot be a candidate (scope, size); the others still can
         return str(cid)
 
     # -- payload retention -----------------------------------------------------

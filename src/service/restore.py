@@ -46,9 +46,14 @@ def apply_fence(engram: Engram, progress: Callable[[int, int], None] | None = No
         app.keys.destroy(aid, company, now)
         counts["keys_destroyed"] += 1
         aggregate = get(aid)
-        if isinstance(aggregate, Memory) and aggregate.status not in (FORGOTTEN, EXPIRED):
+        if isinstance(aggregate, Memory) and aggregate.status not in (FORGOTTEN, EXPIRED) and not (
+                kind == "reject" and aggregate.status == "rejected"):
             if kind == "expire" and aggregate.status == PENDING:
                 aggregate.expire(at=now, key_destroyed_at=now)
+            elif kind == "reject" and aggregate.status == PENDING:
+                aggregate.reject(actor="restore-fence", at=now)
+            elif kind == "reject" and aggregate.status == "rejected":
+                continue
             else:
                 aggregate.forget(forget_id=t.get("forget_id") or f"fg-fence-{aid}", key_destroyed_at=now,
                                  actor="restore-fence", at=now)

@@ -135,3 +135,24 @@ def test_text_limit_is_configurable(settings, database) -> None:
 
 def test_healthz_needs_no_token(client) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_control_characters_in_ids_are_refused_and_block_nothing(engram, client) -> None:
+    h = auth()
+    before = _events(engram)
+    for source in ({"kind": "chat", "id": "a\u0000b"}, {"kind": "c\u0001", "id": "x"},
+                   {"kind": "chat", "id": "x", "message_id": "m\u0000"}):
+        r = client.post("/v1/memories", json=remember_body("fine text", source=source), headers=h)
+        _is_problem(r, 422, "validation_error")
+    r = client.post("/v1/receipts", json={"receipt_id": "r\u0000", "author": "user", "text": "I like tea.",
+                                          "source": {"kind": "chat", "id": "c"}}, headers=h)
+    _is_problem(r, 422, "validation_error")
+    _is_problem(client.post("/v1/sources/a%00b/revoke", headers=h), 422, "validation_error")
+    _is_problem(client.get("/v1/forgets/a%00b", headers=h), 422, "validation_error")
+    assert _events(engram) == before
+    assert client.post("/v1/memories", json=remember_body("still works"), headers=h).status_code == 201
+
+
+def test_non_admins_get_403_before_their_body_is_read(client) -> None:
+    r = client.put("/v1/admin/directory", json={"teams": "nonsense"}, headers=auth())
+    _is_problem(r, 403, "forbidden")

@@ -158,6 +158,9 @@ def test_use_paused_and_learning_paused_are_independent(client, world) -> None:
     body = client.post("/v1/recall", json={"query": "apricot"}, headers=auth(role="bot", bot="b-helper")).json()
     assert body["items"] == [] and body["paused"] is True
     assert len(client.get("/v1/memories", headers=auth()).json()["items"]) == 3  # data kept
+    bot = auth(role="bot", bot="b-helper")
+    assert client.get("/v1/memories", headers=bot).json()["items"] == []  # but no bot reads it meanwhile
+    assert client.get(f"/v1/memories/{world['general']}", headers=bot).status_code == 404
     assert visible(client, auth(user="bob")) == {world["bob"]}  # only alice paused
     r = client.put("/v1/settings", json={"learning_paused": True, "use_paused": False}, headers=auth())
     assert r.json() == {"learning_paused": True, "use_paused": False}
@@ -184,6 +187,8 @@ def test_rollout_modes(settings, database, mode: str) -> None:
             elif mode == "shadow":
                 assert r.status_code == 201
                 assert c.post("/v1/recall", json={"query": "apricot"}, headers=bot).json()["items"] == []
+                assert c.get(f"/v1/memories/{r.json()['id']}", headers=bot).status_code == 404
+                assert c.get("/v1/memories", headers=bot).json()["items"] == []
                 assert visible(c, auth()) == {r.json()["id"]}
             else:
                 assert visible(c, bot) == {r.json()["id"]}

@@ -313,3 +313,10 @@ def test_payload_is_cleared_a_day_after_processing_and_on_forget(make) -> None:
     events = [type(e).__name__ for e in system.app.events.get(r1)]
     assert events == ["Received", "Extracted", "Processed", "PayloadCleared"]
     assert all(getattr(e, "text", None) is None for e in system.app.events.get(r1))
+
+
+def test_restricted_receipts_need_a_scope_the_person_holds(make) -> None:
+    system, client, _ = make()
+    r = client.post("/v1/receipts", json=receipt("r-1", "I like tea.", visibility="restricted"), headers=auth())
+    assert r.status_code == 422 and r.json()["code"] == "invalid_scope"
+    assert system.learning.work() == 0

@@ -124,3 +124,34 @@ def test_candidates_expire_and_are_shredded(settings, database) -> None:
         assert system.app.keys.get(old["id"]) is None and system.app.keys.get(young["id"]) is not None
     finally:
         system.close()
+
+
+def test_rejected_candidates_are_shredded_and_expired_ones_cannot_be_confirmed(settings, database) -> None:
+    clock = FixedClock(datetime(2026, 11, 1, tzinfo=timezone.utc))
+    system = Engram.open(replace(settings, candidate_ttl_days=1), database=database, clock=clock, background=False)
+    try:
+        alice = Caller("acme", "alice", "user")
+        source = {"kind": "chat", "id": "c", "message_id": "m"}
+        rejected = system.service.propose(alice, text="likes sloes", quote="I like sloes", source=source,
+                                          occurred_at=None)
+        late = system.service.propose(alice, text="likes rowan", quote="I like rowan", source=source,
+                                      occurred_at=None)
+        system.service.reject(alice, rejected["id"])
+        assert system.app.keys.get(rejected["id"]) is None
+        assert system.service.get(alice, rejected["id"])["text"] is None
+        clock.advance(days=1)  # expired, though no sweep has run yet
+        from domain.errors import NotACandidate
+
+        with pytest.raises(NotACandidate):
+            system.service.confirm(alice, late["id"], text=None, acknowledge_sensitive=False)
+    finally:
+        system.close()
+
+
+def test_a_correction_into_sensitive_content_needs_acknowledgement(client) -> None:
+    m = client.post("/v1/memories", json=remember_body("My manager is Dana"), headers=auth()).json()
+    r = client.post(f"/v1/memories/{m['id']}/correct", json={"text": "I was diagnosed with asthma"}, headers=auth())
+    assert r.status_code == 409 and r.json()["code"] == "sensitive_ack_required"
+    r = client.post(f"/v1/memories/{m['id']}/correct",
+                    json={"text": "I was diagnosed with asthma", "acknowledge_sensitive": True}, headers=auth())
+    assert r.status_code == 200 and r.json()["revision"] == 2
