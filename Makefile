@@ -3,7 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install serve test test-unit test-integration test-e2e bench clean
+HINDSIGHT := .venv-hindsight/bin/hindsight-api
+
+.PHONY: install hindsight serve test test-unit test-integration test-e2e bench clean
 
 $(BIN)/engram: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -13,16 +15,24 @@ $(BIN)/engram: pyproject.toml
 
 install: $(BIN)/engram
 
+# Hindsight 1.1.0 in a virtual environment of its own (about 1.4 GB), for the integration tests.
+$(HINDSIGHT):
+	$(PY) -m venv .venv-hindsight
+	.venv-hindsight/bin/pip install --quiet --upgrade pip
+	.venv-hindsight/bin/pip install --quiet hindsight-api-slim==1.1.0 hindsight-client==1.1.0
+
+hindsight: $(HINDSIGHT)
+
 serve: install
 	$(BIN)/engram serve
 
-test: install
+test: install hindsight
 	$(BIN)/python -m pytest -q tests
 
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit
 
-test-integration: install
+test-integration: install hindsight
 	$(BIN)/python -m pytest -q tests/integration
 
 test-e2e: install
@@ -32,4 +42,4 @@ bench: install
 	$(BIN)/python bench/recall.py
 
 clean:
-	rm -rf $(VENV) .engram
+	rm -rf $(VENV) .venv-hindsight .engram

@@ -49,6 +49,8 @@ class FakeLLM:
             if scripted is not None:
                 return 200, scripted
         user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
+        if (body.get("response_format") or {}).get("type") == "json_object" and "Content:" in user:
+            return 200, self._hindsight_facts(user)
         content = json.dumps({"memories": self.proposals.get(user, [])})
         answer: dict[str, Any] = {
             "id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model", "test"),
@@ -57,6 +59,18 @@ class FakeLLM:
         if self.usage is not None:
             answer["usage"] = {**self.usage, "total_tokens": sum(self.usage.values())}
         return 200, answer
+
+    @staticmethod
+    def _hindsight_facts(user: str) -> dict[str, Any]:
+        """Hindsight's fact extraction: each non-empty line of the content becomes one world fact."""
+        content = user.split("Content:", 1)[1]
+        lines = [ln.strip() for ln in content.strip().splitlines() if ln.strip()][:1]
+        facts = [{"what": ln, "when": "", "where": "", "who": "", "why": "", "fact_type": "world", "entities": []}
+                 for ln in lines]
+        return {"id": "chatcmpl-facts", "object": "chat.completion", "model": "fake",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps({"facts": facts})},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
 
     @staticmethod
     def embed(text: str, dims: int = 64) -> list[float]:

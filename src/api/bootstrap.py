@@ -16,6 +16,7 @@ from adapters.blind_index import BlindIndex
 from adapters.budget import BudgetLedger, Limits
 from adapters.content_rules import ContentRules
 from adapters.extractors import OpenAIExtractor, RuleExtractor
+from adapters.hindsight import HindsightClient
 from adapters.tombstones import Fence, FileJournal, KafkaJournal
 from adapters.crypto import MasterKey
 from adapters.database import Database, EmbeddedPostgres
@@ -25,11 +26,13 @@ from domain.rollout import Rollout
 from domain.scope import Caller
 from projections.base import EngramProjection, ProjectorRunner
 from projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
+from projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from projections.inbox import InboxProjection, InboxQueries, InboxView
 from projections.recall import RecallProjection, RecallQueries, RecallView
 from projections.review import ReviewProjection, ReviewView
 from service.engram import EngramApplication, MemoryService
 from service.governance import GovernanceService
+from service.hindsight_sync import HindsightSyncer
 from service.learning import LearningService, LearningSettings
 from service.settings import Settings
 
@@ -95,6 +98,7 @@ class Engram:
     embedded: EmbeddedPostgres | None = None
     background: bool = field(default=False)
     sweepers: list[Sweeper] = field(default_factory=list)
+    syncer: HindsightSyncer | None = None
 
     @classmethod
     def open(
@@ -134,6 +138,10 @@ class Engram:
                 "governance": GovernanceProjection(governance_view),
                 "inbox": InboxProjection(inbox_view),
             }
+            if settings.hindsight_url:
+                sync_view = HindsightSyncView(datastore, "hindsight_sync")
+                sync_view.create_table()
+                projections["hindsight_sync"] = HindsightSyncProjection(sync_view)
             InboxQueries(datastore).create_tables()
             BudgetLedger(datastore).create_tables()
         runner = ProjectorRunner(
@@ -160,8 +168,12 @@ class Engram:
                      if settings.llm_base_url else RuleExtractor())
         learning = LearningService(service, inbox, budget, extractor, LearningSettings(limits=Limits(
             settings.daily_tokens, settings.daily_calls, settings.person_daily_tokens, settings.person_daily_calls)))
+        syncer = None
+        if settings.hindsight_url:
+            syncer = HindsightSyncer(service, HindsightClient(settings.hindsight_url))
+            service.purged_copies = (*service.purged_copies, "hindsight")
         engram = cls(settings, database, master, app, projections, runner, service, GovernanceService(service),
-                     learning, embedded, background)
+                     learning, embedded, background, syncer=syncer)
         distributed = bool(settings.kafka_bootstrap)
         if not distributed:
             runner.catch_up_all()
@@ -173,6 +185,8 @@ class Engram:
                 Sweeper(learning.clear_processed_payloads, settings.sweep_interval),
                 Sweeper(learning.work, settings.worker_interval),
             ]
+            if syncer is not None:
+                engram.sweepers.append(Sweeper(syncer.sync, settings.worker_interval))
             for sweeper in engram.sweepers:
                 sweeper.start()
         return engram

@@ -64,10 +64,11 @@ def cmd_projections(args: argparse.Namespace) -> int:
         finally:
             engram.close()
         return 0
-    if args.name not in PROJECTIONS:
-        print(f"unknown projection {args.name!r}; known: {', '.join(PROJECTIONS)}", file=sys.stderr)
-        return 2
     engram = Engram.open(_settings(), background=False)
+    if args.name not in engram.projections:
+        print(f"unknown projection {args.name!r}; known: {', '.join(engram.projections)}", file=sys.stderr)
+        engram.close()
+        return 2
     try:
         applied = engram.rebuild(args.name, _progress_bar(f"rebuild {args.name}"))
         print(f"rebuilt {args.name}: applied {applied} events")

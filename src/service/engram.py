@@ -105,6 +105,7 @@ class MemoryService:
         self.modes = modes or Rollout()
         self.policy: ContentPolicy = policy or AcceptEverything()
         self.tombstones = tombstones  # a Fence: records where a database restore cannot undo it
+        self.purged_copies: tuple[str, ...] = PURGED_COPIES  # plus "hindsight" when it is configured
 
     # -- plumbing ------------------------------------------------------------
 
@@ -527,7 +528,7 @@ class MemoryService:
             return "stopped_using"
         _, copies = self.queries.forget(forget_id)
         purged = {c["copy"] for c in copies if c["state"] == "purged"}
-        return "purge_complete" if purged >= set(PURGED_COPIES) else "stopped_using"
+        return "purge_complete" if purged >= set(self.purged_copies) else "stopped_using"
 
     def forget_status(self, caller: Caller, forget_id: str) -> dict[str, Any]:
         head, copies = self.queries.forget(forget_id)
@@ -536,7 +537,7 @@ class MemoryService:
             raise NotFound("no such forget request")
         by_copy = {c["copy"]: c for c in copies}
         out = []
-        for name in PURGED_COPIES:
+        for name in self.purged_copies:
             c = by_copy.get(name)
             out.append({
                 "copy": name,

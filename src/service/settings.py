@@ -40,4 +40,6 @@ class Settings:
     worker_interval: float = field(default_factory=lambda: _float("ENGRAM_WORKER_INTERVAL", 1.0))
     kafka_bootstrap: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_KAFKA_BOOTSTRAP") or None)
     kafka_partitions: int = field(default_factory=lambda: int(_float("ENGRAM_KAFKA_PARTITIONS", 8)))
+    hindsight_url: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_HINDSIGHT_URL") or None)
+    hindsight_deadline_ms: float = field(default_factory=lambda: _float("ENGRAM_HINDSIGHT_DEADLINE_MS", 150))
     pool_size: int = field(default_factory=lambda: int(_float("ENGRAM_DB_POOL_SIZE", 8)))

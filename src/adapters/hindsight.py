@@ -1,0 +1,104 @@
+"""Hindsight, the semantic index. Hindsight ranks; Engram decides.
+
+Banks are decided here and nowhere else: one per (company, person) for general memories and one per
+(company, team, source, person) for restricted ones, named by a hash so no client input ever names
+one. Each memory is one document (`document_id` = memory id) holding its current confirmed text.
+Retains are synchronous, so no task payload with text lingers in Hindsight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from domain.scope import GENERAL, Scope
+
+
+class HindsightUnavailable(Exception):
+    """Down, slow or answering errors; the caller falls back or retries."""
+
+
+def bank_for(scope: Scope) -> str:
+    if scope.visibility == GENERAL:
+        key = f"g\x00{scope.company}\x00{scope.person}"
+        prefix = "g"
+    else:
+        key = f"r\x00{scope.company}\x00{scope.team}\x00{scope.source_id}\x00{scope.person}"
+        prefix = "r"
+    return f"engram-{prefix}-" + hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Hint:
+    document_id: str | None
+    source_fact_ids: list[str]
+    score: float
+    kind: str
+
+
+class HindsightClient:
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 30.0) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=base_url.rstrip("/") + "/v1/default/banks", headers=headers,
+                                 timeout=timeout)
+        self._banks: set[str] = set()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            r = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as e:
+            raise HindsightUnavailable(type(e).__name__) from None
+        if r.status_code >= 500:
+            raise HindsightUnavailable(f"hindsight answered {r.status_code}")
+        return r
+
+    def ensure_bank(self, bank: str) -> None:
+        if bank in self._banks:
+            return
+        r = self._call("PUT", f"/{bank}", json={})
+        if r.status_code >= 400:
+            raise HindsightUnavailable(f"bank could not be created ({r.status_code})")
+        self._banks.add(bank)
+
+    def retain(self, bank: str, document_id: str, content: str, timestamp: datetime | None) -> None:
+        self.ensure_bank(bank)
+        item: dict[str, Any] = {"content": content, "document_id": document_id, "update_mode": "replace"}
+        if timestamp is not None:
+            item["timestamp"] = timestamp.isoformat()
+        r = self._call("POST", f"/{bank}/memories", json={"items": [item], "async": False})
+        if r.status_code >= 400:
+            raise HindsightUnavailable(f"retain refused ({r.status_code})")
+
+    def delete(self, bank: str, document_id: str) -> None:
+        r = self._call("DELETE", f"/{bank}/documents/{document_id}")
+        if r.status_code >= 400 and r.status_code != 404:
+            raise HindsightUnavailable(f"delete refused ({r.status_code})")
+
+    def exists(self, bank: str, document_id: str) -> bool:
+        r = self._call("GET", f"/{bank}/documents/{document_id}")
+        if r.status_code == 404:
+            return False
+        if r.status_code >= 400:
+            raise HindsightUnavailable(f"document lookup refused ({r.status_code})")
+        return True
+
+    def recall(self, bank: str, query: str, *, deadline: float, budget: str = "low") -> list[Hint]:
+        try:
+            r = self.http.post(f"/{bank}/memories/recall", json={"query": query, "budget": budget},
+                               timeout=deadline)
+        except httpx.HTTPError as e:
+            raise HindsightUnavailable(type(e).__name__) from None
+        if r.status_code == 404:
+            return []  # no bank yet: nothing synced for this scope
+        if r.status_code >= 400:
+            raise HindsightUnavailable(f"recall refused ({r.status_code})")
+        hints = []
+        for res in r.json().get("results") or []:
+            scores = res.get("scores") or {}
+            hints.append(Hint(document_id=res.get("document_id"), source_fact_ids=res.get("source_fact_ids") or [],
+                              score=float(scores.get("final") or 0.0), kind=str(res.get("type") or "")))
+        return hints

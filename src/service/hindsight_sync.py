@@ -1,0 +1,94 @@
+"""Keep Hindsight in step with the event store: retain, replace, delete, with retries and evidence."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+
+from adapters.hindsight import HindsightClient, HindsightUnavailable, bank_for
+from domain.memory import CONFIRMED, Memory
+from projections.recall import record_purged_copy
+
+from .engram import MemoryService
+
+log = logging.getLogger("engram.hindsight")
+
+MAX_BACKOFF = timedelta(minutes=30)
+
+
+class HindsightSyncer:
+    def __init__(self, memories: MemoryService, client: HindsightClient) -> None:
+        self.memories = memories
+        self.client = client
+        self.app = memories.app
+        self.datastore = memories.app.factory.datastore  # type: ignore[attr-defined]
+
+    def _claim(self, now: datetime, limit: int) -> list[dict[str, Any]]:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "SELECT memory_id, action, revision, forget_id, attempts FROM engram_hindsight_sync "
+                "WHERE state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= %s) "
+                "ORDER BY changed_at LIMIT %s FOR UPDATE SKIP LOCKED",
+                (now, limit),
+            )
+            rows = list(curs.fetchall())
+            for row in rows:  # a short lease; a crashed syncer's rows come back after it
+                curs.execute("UPDATE engram_hindsight_sync SET next_attempt_at = %s WHERE memory_id = %s",
+                             (now + timedelta(seconds=60), row["memory_id"]))
+        return rows
+
+    def sync(self, limit: int = 50) -> int:
+        now = self.memories.clock.now()
+        done = 0
+        for row in self._claim(now, limit):
+            try:
+                self._sync_one(row, now)
+                done += 1
+            except HindsightUnavailable as e:
+                backoff = min(timedelta(seconds=2 ** min(row["attempts"], 11)), MAX_BACKOFF)
+                with self.datastore.transaction(commit=True) as curs:
+                    curs.execute(
+                        "UPDATE engram_hindsight_sync SET attempts = attempts + 1, next_attempt_at = %s, "
+                        "last_error = %s WHERE memory_id = %s AND state = 'pending'",
+                        (now + backoff, str(e)[:120], row["memory_id"]),
+                    )
+        return done
+
+    def _sync_one(self, row: dict[str, Any], now: datetime) -> None:
+        memory_id: UUID = row["memory_id"]
+        try:
+            memory = self.app.repository.get(memory_id)
+        except AggregateNotFoundError:
+            return
+        assert isinstance(memory, Memory)
+        bank = bank_for(memory.scope)
+        text = memory.current["text"]
+        if row["action"] == "retain" and memory.status == CONFIRMED and text is not None:
+            self.client.retain(bank, str(memory_id), text, memory.current["valid_from"])
+            self._done(memory_id, row, now, None)
+            return
+        # delete: forgotten, expired, rejected, or a retain that no longer applies
+        self.client.delete(bank, str(memory_id))
+        if self.client.exists(bank, str(memory_id)):
+            raise HindsightUnavailable("document still present after delete")
+        evidence = f"document {memory_id} answers 404 in its bank after delete"
+        self._done(memory_id, row, now, evidence)
+
+    def _done(self, memory_id: UUID, row: dict[str, Any], now: datetime, evidence: str | None) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "UPDATE engram_hindsight_sync SET state = 'done', synced_at = %s, last_error = NULL, "
+                "next_attempt_at = NULL WHERE memory_id = %s AND action = %s AND revision = %s",
+                (now, memory_id, row["action"], row["revision"]),
+            )
+            if evidence and row["forget_id"]:
+                record_purged_copy(curs, row["forget_id"], "hindsight", evidence, now)
+
+    def backlog(self) -> dict[str, int]:
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute("SELECT state, count(*) AS n FROM engram_hindsight_sync GROUP BY state").fetchall()
+        return {r["state"]: int(r["n"]) for r in rows}

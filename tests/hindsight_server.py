@@ -1,0 +1,73 @@
+"""A real Hindsight 1.1.0 for tests, from its own virtual environment (`make hindsight`), on the
+embedded PostgreSQL (which ships pgvector), with the local fake for its LLM and embeddings."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def hindsight_binary() -> Path | None:
+    path = Path(os.environ.get("ENGRAM_TEST_HINDSIGHT_BIN") or ROOT / ".venv-hindsight" / "bin" / "hindsight-api")
+    return path if path.exists() else None
+
+
+class HindsightServer:
+    def __init__(self, database, llm_url: str, log: Path) -> None:  # noqa: ANN001
+        binary = hindsight_binary()
+        if binary is None:
+            raise RuntimeError("Hindsight is not installed: run `make hindsight`")
+        self.binary, self.database, self.llm_url, self.log = binary, database, llm_url, log
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120) -> HindsightServer:
+        db = self.database
+        with psycopg.connect(db.conninfo, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ENGRAM_", "HINDSIGHT_"))}
+        env.update({
+            "HINDSIGHT_API_DATABASE_URL": f"postgresql://{db.user}@/{db.dbname}?host={db.host}&port={db.port}",
+            "HINDSIGHT_API_HOST": "127.0.0.1", "HINDSIGHT_API_PORT": str(self.port),
+            "HINDSIGHT_API_LLM_PROVIDER": "openai", "HINDSIGHT_API_LLM_BASE_URL": self.llm_url,
+            "HINDSIGHT_API_LLM_API_KEY": "test", "HINDSIGHT_API_LLM_MODEL": "fake",
+            "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai", "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": self.llm_url,
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "test", "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "fake-embed",
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "64", "HINDSIGHT_API_RERANKER_PROVIDER": "rrf",
+            "HINDSIGHT_API_SKIP_LLM_VERIFICATION": "true", "HINDSIGHT_API_LLM_TRACE_ENABLED": "false",
+            "HINDSIGHT_API_OPERATION_RETENTION_DAYS": "1", "HINDSIGHT_API_STORE_DOCUMENT_TEXT": "false",
+            "HINDSIGHT_API_ENABLE_OBSERVATIONS": "false", "HINDSIGHT_API_ENABLE_AUTO_CONSOLIDATION": "false",
+        })
+        self.proc = subprocess.Popen([str(self.binary)], env=env, stdout=open(self.log, "ab"),
+                                     stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"hindsight-api exited; see {self.log}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError("hindsight-api did not become healthy")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None

@@ -1,0 +1,111 @@
+"""Hindsight as the semantic index: isolated banks, idempotent sync, purge evidence (real Hindsight 1.1.0)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.hindsight import HindsightClient, bank_for
+from api.bootstrap import Engram
+from domain.scope import Caller, Scope
+from fake_llm import FakeLLM
+from hindsight_server import HindsightServer, hindsight_binary
+
+pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight not installed (make hindsight)")
+
+ALICE = Caller("acme", "alice", "user")
+SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
+
+
+@pytest.fixture(scope="module")
+def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
+    from adapters.database import Database
+
+    info = postgres.server.get_postmaster_info()
+    db = Database("hindsight_tests", str(info.socket_dir), str(info.port or 5432), "postgres", "")
+    db.ensure_exists()
+    llm = FakeLLM().start()
+    server = HindsightServer(db, llm.url, tmp_path_factory.mktemp("hindsight") / "hindsight.log").start()
+    yield server
+    server.stop()
+    llm.stop()
+
+
+@pytest.fixture
+def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
+    engram = Engram.open(replace(settings, hindsight_url=hindsight.url), database=database, background=False)
+    yield engram
+    engram.close()
+
+
+def remember(engram: Engram, text: str, **extra: Any) -> str:
+    return engram.service.remember(ALICE, text=text, source=SOURCE, occurred_at=None, visibility="general",
+                                   team=None, valid_from=None, valid_to=None, **extra)["id"]
+
+
+def bank() -> str:
+    return bank_for(Scope("acme", "alice"))
+
+
+def test_banks_are_decided_by_the_adapter_and_isolate_scopes() -> None:
+    general = bank_for(Scope("acme", "alice"))
+    assert general == bank_for(Scope("acme", "alice")) and general.startswith("engram-g-")
+    assert general != bank_for(Scope("globex", "alice")) != bank_for(Scope("acme", "bob"))
+    restricted = bank_for(Scope("acme", "alice", "restricted", "t-risk", "s-jira"))
+    assert restricted.startswith("engram-r-") and restricted != bank_for(Scope("acme", "alice", "restricted",
+                                                                             "t-risk", "s-wiki"))
+
+
+def test_retain_replace_and_delete_with_purge_evidence(system, hindsight) -> None:
+    client = HindsightClient(hindsight.url)
+    memory_id = remember(system, "I prefer weekly reports as short bullet points")
+    assert system.syncer.sync() == 1
+    assert client.exists(bank(), memory_id)
+    hints = client.recall(bank(), "weekly reports", deadline=30)
+    assert [h.document_id for h in hints] == [memory_id]
+    assert system.syncer.sync() == 0  # nothing pending: idempotent
+
+    system.service.correct(ALICE, memory_id, text="I prefer monthly reports as long prose", valid_from=None,
+                           valid_to=None, reason=None)
+    assert system.syncer.sync() == 1
+    hints = client.recall(bank(), "monthly prose", deadline=30)
+    assert {h.document_id for h in hints} == {memory_id}
+
+    forget_id = system.service.forget(ALICE, memory_id)["forget_id"]
+    status = system.service.forget_status(ALICE, forget_id)
+    assert status["status"] == "stopped_using"
+    assert {c["copy"]: c["state"] for c in status["copies"]}["hindsight"] == "pending"
+    assert system.syncer.sync() == 1
+    assert not client.exists(bank(), memory_id)
+    assert client.recall(bank(), "monthly prose reports", deadline=30) == []
+    status = system.service.forget_status(ALICE, forget_id)
+    assert status["status"] == "purge_complete"
+    copy = {c["copy"]: c for c in status["copies"]}["hindsight"]
+    assert copy["state"] == "purged" and "404" in copy["evidence"]
+
+
+def test_hindsight_down_then_back_converges(system, hindsight) -> None:
+    memory_id = remember(system, "The deploy freeze starts on Thursday")
+    live = system.syncer.client
+    system.syncer.client = HindsightClient("http://127.0.0.1:9", timeout=1)  # nothing listens there
+    assert system.syncer.sync() == 0
+    backlog = system.syncer.backlog()
+    assert backlog == {"pending": 1}
+    with system.app.factory.datastore.get_connection() as conn:
+        row = conn.execute("SELECT attempts, next_attempt_at FROM engram_hindsight_sync WHERE memory_id = %s",
+                           (memory_id,)).fetchone()
+    assert row["attempts"] == 1 and row["next_attempt_at"] is not None
+    system.syncer.client = live
+    system.service.clock = type("Later", (), {"now": lambda self: row["next_attempt_at"]})()
+    system.syncer.memories.clock = system.service.clock
+    assert system.syncer.sync() == 1 and system.syncer.backlog() == {"done": 1}
+    assert live.exists(bank(), memory_id)
+    # a rebuilt wish list (duplicate, out-of-order jobs) converges on the same document
+    system.rebuild("hindsight_sync")
+    assert system.syncer.backlog() == {"pending": 1}
+    assert system.syncer.sync() == 1 and system.syncer.sync() == 0
+    assert [h.document_id for h in live.recall(bank(), "deploy freeze", deadline=30)] == [memory_id]
