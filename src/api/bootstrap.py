@@ -32,7 +32,7 @@ from projections.recall import RecallProjection, RecallQueries, RecallView
 from projections.review import ReviewProjection, ReviewView
 from service.engram import EngramApplication, MemoryService
 from service.governance import GovernanceService
-from service.hindsight_sync import HindsightSyncer
+from service.hindsight_sync import HindsightSyncer, SemanticIndex
 from service.learning import LearningService, LearningSettings
 from service.settings import Settings
 
@@ -172,6 +172,7 @@ class Engram:
         if settings.hindsight_url:
             syncer = HindsightSyncer(service, HindsightClient(settings.hindsight_url))
             service.purged_copies = (*service.purged_copies, "hindsight")
+            service.semantic = SemanticIndex(HindsightClient(settings.hindsight_url), settings.hindsight_deadline_ms)
         engram = cls(settings, database, master, app, projections, runner, service, GovernanceService(service),
                      learning, embedded, background, syncer=syncer)
         distributed = bool(settings.kafka_bootstrap)

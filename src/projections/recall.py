@@ -385,6 +385,18 @@ WITH scored AS (
 )
 """
 
+_BY_IDS = """
+WITH scored AS (
+    SELECT r.memory_id, r.revision, 0.0::float8 AS score
+    FROM engram_recall_revisions r
+    WHERE r.memory_id = ANY(%(ids)s::uuid[]) AND r.company = %(company)s AND r.person = %(person)s AND r.is_answer
+      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
+      AND coalesce(r.source_id, '') <> ALL(%(revoked)s)
+      AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
+      AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
+)
+"""
+
 _ROWS = """
 SELECT s.memory_id, s.revision, s.score, r.sealed_text, r.answer_from, r.answer_to, r.time_uncertain,
        r.valid_from, r.valid_to, m.company, m.person, m.visibility, m.team, m.source, m.status,
@@ -412,6 +424,14 @@ class RecallQueries:
         sql = (_SEARCH if terms else _RECENT) + _ROWS
         with self.datastore.get_connection() as conn:  # autocommit: one round trip
             return list(conn.execute(sql, params, prepare=True).fetchall())
+
+    def by_ids(self, *, ids: list[str], company: str, person: str, as_of: Any, teams: list[str],
+               sources: list[str], revoked: list[str]) -> list[dict[str, Any]]:
+        """The same rows and filters as search, for memories the semantic index suggested."""
+        params = {"ids": ids, "company": company, "person": person, "as_of": as_of, "teams": teams,
+                  "sources": sources, "revoked": revoked}
+        with self.datastore.get_connection() as conn:
+            return list(conn.execute(_BY_IDS + _ROWS, params).fetchall())
 
     def list_memories(self, *, company: str, person: str, statuses: list[str], terms: list[int] | None,
                       after: tuple[Any, str] | None, limit: int) -> list[dict[str, Any]]:

@@ -46,6 +46,10 @@ MAX_ITEM_BYTES = 6000
 PURGED_COPIES = ("event_store", "recall_view", "review_queue")
 
 
+class SemanticIndexUnavailable(Exception):
+    """The semantic index did not answer in time; recall falls back to SQL ranking."""
+
+
 class EngramApplication(Application):
     """The write side: the event store with the sealing mapper."""
 
@@ -106,6 +110,7 @@ class MemoryService:
         self.policy: ContentPolicy = policy or AcceptEverything()
         self.tombstones = tombstones  # a Fence: records where a database restore cannot undo it
         self.purged_copies: tuple[str, ...] = PURGED_COPIES  # plus "hindsight" when it is configured
+        self.semantic: Any = None  # a SemanticIndex when Hindsight is configured
 
     # -- plumbing ------------------------------------------------------------
 
@@ -478,7 +483,7 @@ class MemoryService:
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:
         validate_text(query, self.max_text_bytes, allow_empty=True)
-        empty: dict[str, Any] = {"items": [], "degraded": False, "bytes": 0}
+        empty: dict[str, Any] = {"items": [], "degraded": self.semantic is None, "bytes": 0}
         mode = self.modes.mode(caller.company)
         if mode == OFF or (mode == SHADOW and caller.role == "bot"):
             return {**empty, "mode": mode}
@@ -491,12 +496,20 @@ class MemoryService:
         if caller.role == "bot" and not grants.bot_registered:
             return empty
         as_of = as_of or self.clock.now()
-        rows = self.queries.search(
-            company=caller.company, person=caller.person,
-            terms=self.index.query_terms(caller.company, query), as_of=as_of,
-            teams=sorted(grants.teams), sources=sorted(grants.sources), revoked=sorted(grants.revoked_sources),
-            limit=limit + 10,
-        )
+        filters = {"company": caller.company, "person": caller.person, "as_of": as_of,
+                   "teams": sorted(grants.teams), "sources": sorted(grants.sources),
+                   "revoked": sorted(grants.revoked_sources)}
+        hints, degraded = self._semantic_hints(caller, standing, grants, query)
+        rows: list[dict[str, Any]] = []
+        if hints:
+            # Hindsight only ranks: every hinted memory is re-read, re-unsealed and re-authorized here
+            hinted = {str(r["memory_id"]): r for r in self.queries.by_ids(ids=list(hints), **filters)}
+            for memory_id in sorted(hints, key=lambda m: -hints[m]):
+                if memory_id in hinted:
+                    rows.append({**hinted[memory_id], "score": hints[memory_id], "hinted": True})
+        seen = {str(r["memory_id"]) for r in rows}
+        rows += [r for r in self.queries.search(terms=self.index.query_terms(caller.company, query),
+                                                limit=limit + 10, **filters) if str(r["memory_id"]) not in seen]
         items: list[dict[str, Any]] = []
         total = 0
         for row in rows:
@@ -512,7 +525,7 @@ class MemoryService:
                 "valid_from": _iso(row["valid_from"]), "valid_to": _iso(row["valid_to"]),
                 "time_uncertain": row["time_uncertain"],
                 "evidence": evidence,
-                "score": round(raw / (raw + 1.0), 4),
+                "score": raw if row.get("hinted") else round(raw / (raw + 1.0), 4),
             }
             size = len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode())
             if size > MAX_ITEM_BYTES or total + size > max_bytes:
@@ -521,7 +534,22 @@ class MemoryService:
             total += size
             if len(items) >= limit:
                 break
-        return {"items": items, "degraded": False, "bytes": total}
+        return {"items": items, "degraded": degraded, "bytes": total}
+
+    def _semantic_hints(self, caller: Caller, standing: Standing, grants: Grants,
+                        query: str) -> tuple[dict[str, float], bool]:
+        """Ranking hints {memory id: score} from the semantic index, and whether recall is degraded
+        (no index configured, or it was down or slower than the deadline)."""
+        if self.semantic is None or not query.strip():
+            return {}, self.semantic is None
+        directory = Directory.from_document(standing.directory)
+        scopes = [Scope(caller.company, caller.person)]
+        scopes += [Scope(caller.company, caller.person, "restricted", directory.team_of(s), s)
+                   for s in sorted(grants.sources) if directory.team_of(s) in grants.teams]
+        try:
+            return self.semantic.hints(scopes, query), False
+        except SemanticIndexUnavailable:
+            return {}, True
 
     def _forget_status(self, forget_id: str | None) -> str:
         if forget_id is None:

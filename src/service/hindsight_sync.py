@@ -92,3 +92,38 @@ class HindsightSyncer:
         with self.datastore.get_connection() as conn:
             rows = conn.execute("SELECT state, count(*) AS n FROM engram_hindsight_sync GROUP BY state").fetchall()
         return {r["state"]: int(r["n"]) for r in rows}
+
+
+class SemanticIndex:
+    """Recall hints from Hindsight within a deadline: facts map to memories by document id.
+    Observations are dropped: Engram cannot vouch that every source of one is live and confirmed."""
+
+    def __init__(self, client: HindsightClient, deadline_ms: float) -> None:
+        self.client = client
+        self.deadline = deadline_ms / 1000
+
+    def hints(self, scopes: list[Any], query: str) -> dict[str, float]:
+        import time
+
+        from .engram import SemanticIndexUnavailable
+
+        started = time.monotonic()
+        out: dict[str, float] = {}
+        for scope in scopes:
+            left = self.deadline - (time.monotonic() - started)
+            if left <= 0:
+                raise SemanticIndexUnavailable("deadline passed")
+            try:
+                hints = self.client.recall(bank_for(scope), query, deadline=left)
+            except HindsightUnavailable as e:
+                raise SemanticIndexUnavailable(str(e)) from None
+            for h in hints:
+                if h.kind == "observation" or not h.document_id:
+                    continue
+                try:
+                    memory_id = str(UUID(h.document_id))
+                except ValueError:
+                    continue
+                out[memory_id] = max(out.get(memory_id, 0.0), h.score)
+        top = max(out.values(), default=0.0) or 1.0
+        return {m: round(min(1.0, s / top), 4) for m, s in out.items()}

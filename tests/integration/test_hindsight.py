@@ -30,6 +30,7 @@ def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa:
     db.ensure_exists()
     llm = FakeLLM().start()
     server = HindsightServer(db, llm.url, tmp_path_factory.mktemp("hindsight") / "hindsight.log").start()
+    server.llm = llm  # type: ignore[attr-defined]
     yield server
     server.stop()
     llm.stop()
@@ -109,3 +110,40 @@ def test_hindsight_down_then_back_converges(system, hindsight) -> None:
     assert system.syncer.backlog() == {"pending": 1}
     assert system.syncer.sync() == 1 and system.syncer.sync() == 0
     assert [h.document_id for h in live.recall(bank(), "deploy freeze", deadline=30)] == [memory_id]
+
+
+def test_recall_uses_hindsight_hints_and_degrades_within_the_deadline(system, hindsight) -> None:
+    import time
+
+    # the fake embedding model says the invoices note means what "tea" means: only Hindsight can know
+    same = [1.0] + [0.0] * 63
+    hindsight.llm.vectors.update({"tea": same, "Send the invoices on Fridays": same})
+    tea = remember(system, "I prefer green tea in the afternoon")
+    invoices = remember(system, "Send the invoices on Fridays")
+    system.syncer.sync()
+    semantic, system.service.semantic = system.service.semantic, None
+    sql_only = system.service.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
+    assert [i["id"] for i in sql_only["items"]] == [tea] and sql_only["degraded"] is True  # unconfigured
+    system.service.semantic = semantic
+    system.service.semantic.deadline = 30  # generous: the first query warms Hindsight up
+    body = system.service.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
+    assert body["degraded"] is False
+    ids = [i["id"] for i in body["items"]]
+    assert set(ids) == {tea, invoices}  # the semantic neighbour no word of the query matches is recalled too
+    assert all(i["text"] in ("I prefer green tea in the afternoon", "Send the invoices on Fridays")
+               for i in body["items"])  # Engram's own text, unsealed and re-authorized
+    # another person's bank is never asked and never leaks
+    bob = Caller("acme", "bob", "user")
+    assert system.service.recall(bob, query="tea", as_of=None, max_bytes=17500, limit=10)["items"] == []
+    # forgotten memories never come back through a stale hint
+    system.service.forget(ALICE, invoices)
+    ids = [i["id"] for i in system.service.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)["items"]]
+    assert invoices not in ids and tea in ids
+
+    # Hindsight down: SQL ranks, degraded, and within the deadline
+    system.service.semantic.client = HindsightClient("http://127.0.0.1:9", timeout=1)
+    system.service.semantic.deadline = 0.15
+    started = time.monotonic()
+    body = system.service.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
+    assert time.monotonic() - started < 1.0
+    assert body["degraded"] is True and [i["id"] for i in body["items"]] == [tea]

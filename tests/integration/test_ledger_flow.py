@@ -34,7 +34,7 @@ def test_remember_recall_correct_forget(engram) -> None:
         body = r.json()
         assert [i["id"] for i in body["items"]] == [memory_id]
         assert body["items"][0]["text"] == TEXT and body["items"][0]["kind"] == "memory"
-        assert body["degraded"] is False and body["bytes"] > 0
+        assert body["degraded"] is True and body["bytes"] > 0  # no semantic index configured: SQL ranked it
 
     # Correct from another token of the same person; recall returns revision 2 only.
     with TestClient(create_app(engram, SECRET)) as other:
