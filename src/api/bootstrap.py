@@ -229,8 +229,10 @@ class Engram:
                 "database": "ok",
                 "kafka": "configured" if self.settings.kafka_bootstrap else "not used (in-process projectors)",
                 "llm": "configured" if self.settings.llm_base_url else "not used (rule-based extraction)",
+                "hindsight": "configured" if self.settings.hindsight_url else "not used (SQL ranking, degraded)",
             },
-            "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag},
+            "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag,
+                         "hindsight_sync": self.syncer.backlog() if self.syncer else None},
             "budget_today": {**self.learning.budget.today(caller.company, today),
                              "token_limit": self.settings.daily_tokens, "call_limit": self.settings.daily_calls},
         }

@@ -104,6 +104,7 @@ def test_hindsight_down_then_back_converges(system, hindsight) -> None:
     system.service.clock = type("Later", (), {"now": lambda self: row["next_attempt_at"]})()
     system.syncer.memories.clock = system.service.clock
     assert system.syncer.sync() == 1 and system.syncer.backlog() == {"done": 1}
+    assert system.admin_status(Caller("acme", "root", "operator"))["backlogs"]["hindsight_sync"] == {"done": 1}
     assert live.exists(bank(), memory_id)
     # a rebuilt wish list (duplicate, out-of-order jobs) converges on the same document
     system.rebuild("hindsight_sync")
