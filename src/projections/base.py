@@ -98,17 +98,23 @@ class EngramProjection(Projection[View]):
     def apply_batch(self, curs: Cursor[Any], items: Sequence[tuple[Any, Tracking]]) -> int:
         """Within the caller's transaction: lock the tracking row, apply what is new, move the position."""
         position = self.view.lock_position(curs)
+        applied = self._apply_after(curs, position, items)
+        last = items[-1][1].notification_id
+        if last > position:
+            self.view.set_position(curs, last)
+        return applied
+
+    def _apply_after(self, curs: Cursor[Any], position: int, items: Sequence[tuple[Any, Tracking]]) -> int:
+        """Apply, as one batch, the events after `position`; skip watermarks (None), duplicates and
+        re-deliveries."""
         self.begin()
         applied = 0
         for event, tracking in items:
-            if tracking.notification_id <= position:
+            if event is None or tracking.notification_id <= position:
                 continue
             self.apply(curs, event, tracking)
             applied += 1
         self.flush(curs)
-        last = items[-1][1].notification_id
-        if last > position:
-            self.view.set_position(curs, last)
         return applied
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
@@ -137,14 +143,7 @@ class EngramProjection(Projection[View]):
         row = curs.fetchone()
         assert row is not None
         position = int(row["notification_id"])
-        self.begin()
-        applied = 0
-        for event, tracking in items:
-            if event is None or tracking.notification_id <= position:
-                continue  # a watermark, a duplicate or a re-delivery
-            self.apply(curs, event, tracking)
-            applied += 1
-        self.flush(curs)
+        applied = self._apply_after(curs, position, items)
         if upto > position:
             curs.execute(
                 "UPDATE engram_partition_tracking SET notification_id = %s WHERE projection = %s AND partition = %s",
@@ -168,12 +167,9 @@ class EngramProjection(Projection[View]):
                                                       inclusive_of_start=False)
                 if not notes:
                     break
-                self.begin()
                 with prefetched(keys, notes):
-                    for n in notes:
-                        self.apply(curs, decode(n), Tracking(APPLICATION, n.id))
-                        applied += 1
-                self.flush(curs)
+                    items = [(decode(n), Tracking(APPLICATION, n.id)) for n in notes]
+                    applied += self._apply_after(curs, position, items)
                 position = notes[-1].id
                 if progress is not None:
                     progress(position, head)

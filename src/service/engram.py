@@ -32,9 +32,10 @@ from domain.errors import (
 )
 from domain.evidence import Evidence, Source
 from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory
+from domain.receipt import Receipt
 from domain.directory import Directory
 from domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, refuse_secrets
-from domain.rollout import OFF, SHADOW, EngramOff, Rollout
+from domain.rollout import ENABLED, OFF, SHADOW, EngramOff, Rollout
 from domain.scope import Caller, Grants, Scope
 from domain.text import validate_text
 from domain.visibility import may_use
@@ -72,6 +73,10 @@ class EngramApplication(Application):
 
 def _iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _row_scope(row: dict[str, Any]) -> Scope:
+    return Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
 
 
 def _parse_uuid(memory_id: str) -> UUID:
@@ -126,7 +131,7 @@ class MemoryService:
         """A bot gets nothing while the company is in shadow mode or the person paused use."""
         if caller.role != "bot":
             return False
-        if self.modes.mode(caller.company) != "enabled":
+        if self.modes.mode(caller.company) != ENABLED:
             return True
         return (standing or self.standing(caller)).use_paused
 
@@ -227,7 +232,8 @@ class MemoryService:
         """A restricted memory names a directory source, that source's team, and both must be held."""
         standing = self.standing(caller)
         directory = Directory.from_document(standing.directory)
-        if directory.team_of(source_id) is None or directory.team_of(source_id) != team:
+        owner = directory.team_of(source_id)
+        if owner is None or owner != team:
             raise InvalidScope("a restricted memory needs a source of the directory and that source's team")
         grants = directory.grants(caller, standing.revoked_sources)
         if team not in grants.teams or source_id not in grants.sources:
@@ -352,8 +358,6 @@ class MemoryService:
 
     def clear_receipt_payload(self, receipt_id: UUID, why: str) -> bool:
         """Destroy a receipt's key (its text in every copy), then record that it is gone."""
-        from domain.receipt import Receipt
-
         try:
             receipt = self.app.repository.get(receipt_id)
         except AggregateNotFoundError:
@@ -430,7 +434,8 @@ class MemoryService:
 
     def list_memories(self, caller: Caller, *, q: str | None, limit: int, cursor: str | None,
                       status: str | None = None) -> dict[str, Any]:
-        if caller.is_administrative or self.use_blocked(caller):
+        standing = self.standing(caller)
+        if caller.is_administrative or self.use_blocked(caller, standing):
             return {"items": [], "next_cursor": None}
         statuses = [CONFIRMED] if status is None else ([status] if status != "all" else
                                                         [CONFIRMED, FORGOTTEN])
@@ -438,13 +443,12 @@ class MemoryService:
             validate_text(q, self.max_text_bytes)
         terms = self.index.query_terms(caller.company, q) if q else None
         after = _decode_cursor(cursor) if cursor else None
-        grants = self.grants(caller)
+        grants = self.grants(caller, standing)
         rows = self.queries.list_memories(company=caller.company, person=caller.person, statuses=statuses,
                                           terms=terms, after=after, limit=limit + 1)
         items = []
         for row in rows[:limit]:
-            scope = Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
-            if not may_use(caller, scope, grants):
+            if not may_use(caller, _row_scope(row), grants):
                 continue
             text, evidence = (None, []) if row["status"] == FORGOTTEN else self._unsealed(row)
             items.append({
@@ -463,13 +467,13 @@ class MemoryService:
         return {"items": items, "next_cursor": next_cursor}
 
     def candidates(self, caller: Caller) -> dict[str, Any]:
-        if caller.is_administrative or self.use_blocked(caller):
+        standing = self.standing(caller)
+        if caller.is_administrative or self.use_blocked(caller, standing):
             return {"items": []}
-        grants = self.grants(caller)
+        grants = self.grants(caller, standing)
         items = []
         for row in self.queries.candidates(company=caller.company, person=caller.person):
-            scope = Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
-            if not may_use(caller, scope, grants):
+            if not may_use(caller, _row_scope(row), grants):
                 continue
             text, evidence = self._unsealed(row)
             items.append({
@@ -513,8 +517,7 @@ class MemoryService:
         items: list[dict[str, Any]] = []
         total = 0
         for row in rows:
-            scope = Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
-            if row["status"] != CONFIRMED or not may_use(caller, scope, grants):
+            if row["status"] != CONFIRMED or not may_use(caller, _row_scope(row), grants):
                 continue
             text, evidence = self._unsealed(row)
             if text is None:
