@@ -21,11 +21,13 @@ def hindsight_binary() -> Path | None:
 
 
 class HindsightServer:
-    def __init__(self, database, llm_url: str, log: Path) -> None:  # noqa: ANN001
+    def __init__(self, database, llm_url: str, log: Path, *, guard_public_key: str | None = None,  # noqa: ANN001
+                 observations: bool = False) -> None:
         binary = hindsight_binary()
         if binary is None:
             raise RuntimeError("Hindsight is not installed: run `make hindsight`")
         self.binary, self.database, self.llm_url, self.log = binary, database, llm_url, log
+        self.guard_public_key, self.observations = guard_public_key, observations
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -47,8 +49,23 @@ class HindsightServer:
             "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "64", "HINDSIGHT_API_RERANKER_PROVIDER": "rrf",
             "HINDSIGHT_API_SKIP_LLM_VERIFICATION": "true", "HINDSIGHT_API_LLM_TRACE_ENABLED": "false",
             "HINDSIGHT_API_OPERATION_RETENTION_DAYS": "1", "HINDSIGHT_API_STORE_DOCUMENT_TEXT": "false",
-            "HINDSIGHT_API_ENABLE_OBSERVATIONS": "false", "HINDSIGHT_API_ENABLE_AUTO_CONSOLIDATION": "false",
+            "HINDSIGHT_API_ENABLE_OBSERVATIONS": str(self.observations).lower(),
+            "HINDSIGHT_API_ENABLE_AUTO_CONSOLIDATION": str(self.observations).lower(),
         })
+        if self.guard_public_key:
+            # Hindsight imports only the guard package, not the rest of Engram's source tree
+            guard_path = self.log.parent / "guard-path"
+            guard_path.mkdir(exist_ok=True)
+            link = guard_path / "hindsight_guard"
+            if not link.exists():
+                link.symlink_to(ROOT / "src" / "hindsight_guard")
+            env.update({
+                "PYTHONPATH": str(guard_path),
+                "HINDSIGHT_API_TENANT_EXTENSION": "hindsight_guard.extension:EngramTenant",
+                "HINDSIGHT_API_TENANT_ENGRAM_PUBLIC_KEY": self.guard_public_key,
+                "HINDSIGHT_API_OPERATION_VALIDATOR_EXTENSION": "hindsight_guard.extension:EngramBankGuard",
+                "HINDSIGHT_API_OPERATION_VALIDATOR_ENGRAM_PUBLIC_KEY": self.guard_public_key,
+            })
         self.proc = subprocess.Popen([str(self.binary)], env=env, stdout=open(self.log, "ab"),
                                      stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

@@ -8,6 +8,7 @@ import hmac
 import os
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 NONCE = 12
@@ -66,6 +67,11 @@ class MasterKey:
 
     def search_key(self, company: str) -> bytes:
         return hmac.new(self._key, b"engram-search:" + company.encode(), hashlib.sha256).digest()
+
+    def hindsight_signing_key(self) -> Ed25519PrivateKey:
+        """Signs the service tokens Hindsight's Engram guard accepts; only its public half leaves Engram."""
+        seed = hmac.new(self._key, b"engram-hindsight-service-token", hashlib.sha256).digest()
+        return Ed25519PrivateKey.from_private_bytes(seed)
 
     def token_secret(self) -> str:
         """Development default for signing tokens when none is configured."""

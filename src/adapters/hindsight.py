@@ -9,13 +9,18 @@ Retains are synchronous, so no task payload with text lingers in Hindsight.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from domain.scope import GENERAL, Scope
+from hindsight_guard import tokens
+
+TOKEN_TTL = 120.0
 
 
 class HindsightUnavailable(Exception):
@@ -41,15 +46,29 @@ class Hint:
 
 
 class HindsightClient:
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 30.0) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=base_url.rstrip("/") + "/v1/default/banks", headers=headers,
-                                 timeout=timeout)
-        self._banks: set[str] = set()
+    """Every request carries a service token naming the one bank it touches (see `hindsight_guard`)."""
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def __init__(self, base_url: str, *, signing_key: Ed25519PrivateKey | None = None, timeout: float = 30.0) -> None:
+        self.http = httpx.Client(base_url=base_url.rstrip("/") + "/v1/default/banks", timeout=timeout)
+        self.signing_key = signing_key
+        self._banks: set[str] = set()
+        self._tokens: dict[str, tuple[str, float]] = {}
+
+    def _auth(self, bank: str) -> dict[str, str]:
+        if self.signing_key is None:
+            return {}
+        now = time.time()
+        cached = self._tokens.get(bank)
+        if cached is None or cached[1] <= now:
+            token = tokens.sign(self.signing_key, [bank], ttl=TOKEN_TTL, now=now)
+            if len(self._tokens) > 10_000:
+                self._tokens.clear()
+            cached = self._tokens[bank] = (token, now + TOKEN_TTL / 2)
+        return {"Authorization": f"Bearer {cached[0]}"}
+
+    def _call(self, method: str, bank: str, path: str = "", **kwargs: Any) -> httpx.Response:
         try:
-            r = self.http.request(method, path, **kwargs)
+            r = self.http.request(method, f"/{bank}{path}", headers=self._auth(bank), **kwargs)
         except httpx.HTTPError as e:
             raise HindsightUnavailable(type(e).__name__) from None
         if r.status_code >= 500:
@@ -59,7 +78,7 @@ class HindsightClient:
     def ensure_bank(self, bank: str) -> None:
         if bank in self._banks:
             return
-        r = self._call("PUT", f"/{bank}", json={})
+        r = self._call("PUT", bank, json={})
         if r.status_code >= 400:
             raise HindsightUnavailable(f"bank could not be created ({r.status_code})")
         self._banks.add(bank)
@@ -69,17 +88,17 @@ class HindsightClient:
         item: dict[str, Any] = {"content": content, "document_id": document_id, "update_mode": "replace"}
         if timestamp is not None:
             item["timestamp"] = timestamp.isoformat()
-        r = self._call("POST", f"/{bank}/memories", json={"items": [item], "async": False})
+        r = self._call("POST", bank, "/memories", json={"items": [item], "async": False})
         if r.status_code >= 400:
             raise HindsightUnavailable(f"retain refused ({r.status_code})")
 
     def delete(self, bank: str, document_id: str) -> None:
-        r = self._call("DELETE", f"/{bank}/documents/{document_id}")
+        r = self._call("DELETE", bank, f"/documents/{document_id}")
         if r.status_code >= 400 and r.status_code != 404:
             raise HindsightUnavailable(f"delete refused ({r.status_code})")
 
     def exists(self, bank: str, document_id: str) -> bool:
-        r = self._call("GET", f"/{bank}/documents/{document_id}")
+        r = self._call("GET", bank, f"/documents/{document_id}")
         if r.status_code == 404:
             return False
         if r.status_code >= 400:
@@ -89,7 +108,7 @@ class HindsightClient:
     def recall(self, bank: str, query: str, *, deadline: float, budget: str = "low") -> list[Hint]:
         try:
             r = self.http.post(f"/{bank}/memories/recall", json={"query": query, "budget": budget},
-                               timeout=deadline)
+                               headers=self._auth(bank), timeout=deadline)
         except httpx.HTTPError as e:
             raise HindsightUnavailable(type(e).__name__) from None
         if r.status_code == 404:

@@ -170,9 +170,11 @@ class Engram:
             settings.daily_tokens, settings.daily_calls, settings.person_daily_tokens, settings.person_daily_calls)))
         syncer = None
         if settings.hindsight_url:
-            syncer = HindsightSyncer(service, HindsightClient(settings.hindsight_url))
+            signing_key = master.hindsight_signing_key()
+            syncer = HindsightSyncer(service, HindsightClient(settings.hindsight_url, signing_key=signing_key))
             service.purged_copies = (*service.purged_copies, "hindsight")
-            service.semantic = SemanticIndex(HindsightClient(settings.hindsight_url), settings.hindsight_deadline_ms)
+            service.semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
+                                             settings.hindsight_deadline_ms)
         engram = cls(settings, database, master, app, projections, runner, service, GovernanceService(service),
                      learning, embedded, background, syncer=syncer)
         distributed = bool(settings.kafka_bootstrap)

@@ -8,7 +8,7 @@ import signal
 import sys
 from datetime import timedelta
 
-from .bootstrap import PROJECTIONS, Engram, token_secret
+from .bootstrap import PROJECTIONS, Engram, master_key, token_secret
 from .identity import issue_token
 
 
@@ -49,6 +49,13 @@ def cmd_token(args: argparse.Namespace) -> int:
     settings = _settings()
     print(issue_token(token_secret(settings), company=args.company, user=args.user, role=args.role,
                       bot=args.bot, entry=args.entry, ttl=timedelta(hours=args.hours)))
+    return 0
+
+
+def cmd_hindsight_key(args: argparse.Namespace) -> int:
+    from hindsight_guard.tokens import public_key_text
+
+    print(public_key_text(master_key(_settings()).hindsight_signing_key()))
     return 0
 
 
@@ -171,6 +178,9 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--entry", default="api", choices=["web", "channel", "scheduled", "api"])
     t.add_argument("--hours", type=float, default=12.0)
     t.set_defaults(func=cmd_token)
+
+    sub.add_parser("hindsight-key", help="print the public key Hindsight's Engram guard verifies service tokens with"
+                   ).set_defaults(func=cmd_hindsight_key)
 
     rs = sub.add_parser("restore", help="after restoring a database backup, make every forget hold again")
     rs.add_argument("--fence", action="store_true", required=True,

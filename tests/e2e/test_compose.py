@@ -24,12 +24,15 @@ def test_compose_config_passes_and_names_every_service() -> None:
     compose = _compose()
     if compose is None:
         pytest.skip("neither `docker compose` nor `docker-compose` is installed")
-    env = {**os.environ, "ENGRAM_MASTER_KEY": "k" * 43, "ENGRAM_TOKEN_SECRET": "s" * 32}
+    env = {**os.environ, "ENGRAM_MASTER_KEY": "k" * 43, "ENGRAM_TOKEN_SECRET": "s" * 32,
+           "ENGRAM_HINDSIGHT_PUBLIC_KEY": "p" * 43}
     out = subprocess.run([*compose, "config"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     for service in ("postgres:", "kafka:", "hindsight:", "api-1:", "api-2:", "relay:", "worker-1:", "worker-2:"):
         assert service in out.stdout
     assert out.stdout.count("healthcheck:") >= 8
+    assert "hindsight_guard.extension:EngramBankGuard" in out.stdout  # Hindsight loads Engram's guard
     # without the master key the deployment refuses to start rather than generate one per replica
-    bare = {k: v for k, v in env.items() if k != "ENGRAM_MASTER_KEY"}
-    assert subprocess.run([*compose, "config"], cwd=ROOT, env=bare, capture_output=True).returncode != 0
+    for required in ("ENGRAM_MASTER_KEY", "ENGRAM_HINDSIGHT_PUBLIC_KEY"):
+        bare = {k: v for k, v in env.items() if k != required}
+        assert subprocess.run([*compose, "config"], cwd=ROOT, env=bare, capture_output=True).returncode != 0

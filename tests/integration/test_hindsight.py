@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -9,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from adapters.crypto import MasterKey
 from adapters.hindsight import HindsightClient, bank_for
 from api.bootstrap import Engram
+from hindsight_guard.tokens import public_key_text
 from domain.scope import Caller, Scope
 from fake_llm import FakeLLM
 from hindsight_server import HindsightServer, hindsight_binary
@@ -19,6 +23,12 @@ pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight no
 
 ALICE = Caller("acme", "alice", "user")
 SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
+MASTER = base64.urlsafe_b64encode(os.urandom(32)).decode()  # one Engram, so one service-token signing key
+SIGNING_KEY = MasterKey.from_text(MASTER).hindsight_signing_key()
+
+
+def client(server: HindsightServer, **kwargs: Any) -> HindsightClient:
+    return HindsightClient(server.url, signing_key=SIGNING_KEY, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +39,8 @@ def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa:
     db = Database("hindsight_tests", str(info.socket_dir), str(info.port or 5432), "postgres", "")
     db.ensure_exists()
     llm = FakeLLM().start()
-    server = HindsightServer(db, llm.url, tmp_path_factory.mktemp("hindsight") / "hindsight.log").start()
+    server = HindsightServer(db, llm.url, tmp_path_factory.mktemp("hindsight") / "hindsight.log",
+                             guard_public_key=public_key_text(SIGNING_KEY)).start()
     server.llm = llm  # type: ignore[attr-defined]
     yield server
     server.stop()
@@ -38,7 +49,7 @@ def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa:
 
 @pytest.fixture
 def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
-    engram = Engram.open(replace(settings, hindsight_url=hindsight.url), database=database, background=False)
+    engram = Engram.open(replace(settings, hindsight_url=hindsight.url, master_key=MASTER), database=database, background=False)
     yield engram
     engram.close()
 
@@ -62,18 +73,18 @@ def test_banks_are_decided_by_the_adapter_and_isolate_scopes() -> None:
 
 
 def test_retain_replace_and_delete_with_purge_evidence(system, hindsight) -> None:
-    client = HindsightClient(hindsight.url)
+    hs = client(hindsight)
     memory_id = remember(system, "I prefer weekly reports as short bullet points")
     assert system.syncer.sync() == 1
-    assert client.exists(bank(), memory_id)
-    hints = client.recall(bank(), "weekly reports", deadline=30)
+    assert hs.exists(bank(), memory_id)
+    hints = hs.recall(bank(), "weekly reports", deadline=30)
     assert [h.document_id for h in hints] == [memory_id]
     assert system.syncer.sync() == 0  # nothing pending: idempotent
 
     system.service.correct(ALICE, memory_id, text="I prefer monthly reports as long prose", valid_from=None,
                            valid_to=None, reason=None)
     assert system.syncer.sync() == 1
-    hints = client.recall(bank(), "monthly prose", deadline=30)
+    hints = hs.recall(bank(), "monthly prose", deadline=30)
     assert {h.document_id for h in hints} == {memory_id}
 
     forget_id = system.service.forget(ALICE, memory_id)["forget_id"]
@@ -81,8 +92,8 @@ def test_retain_replace_and_delete_with_purge_evidence(system, hindsight) -> Non
     assert status["status"] == "stopped_using"
     assert {c["copy"]: c["state"] for c in status["copies"]}["hindsight"] == "pending"
     assert system.syncer.sync() == 1
-    assert not client.exists(bank(), memory_id)
-    assert client.recall(bank(), "monthly prose reports", deadline=30) == []
+    assert not hs.exists(bank(), memory_id)
+    assert hs.recall(bank(), "monthly prose reports", deadline=30) == []
     status = system.service.forget_status(ALICE, forget_id)
     assert status["status"] == "purge_complete"
     copy = {c["copy"]: c for c in status["copies"]}["hindsight"]
@@ -148,3 +159,39 @@ def test_recall_uses_hindsight_hints_and_degrades_within_the_deadline(system, hi
     body = system.service.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
     assert time.monotonic() - started < 1.0
     assert body["degraded"] is True and [i["id"] for i in body["items"]] == [tea]
+
+
+def test_the_guard_accepts_only_engram_tokens_for_the_banks_they_name(system, hindsight) -> None:
+    import httpx
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from hindsight_guard import tokens
+
+    memory_id = remember(system, "The quarterly review is in March")
+    assert system.syncer.sync() == 1
+    mine, theirs = bank(), bank_for(Scope("acme", "bob"))
+    base = hindsight.url + "/v1/default/banks"
+    doc = f"{base}/{mine}/documents/{memory_id}"
+
+    def get(url: str, token: str | None) -> httpx.Response:
+        return httpx.get(url, headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=30)
+
+    assert get(doc, tokens.sign(SIGNING_KEY, [mine])).status_code == 200
+    assert get(doc, None).status_code == 401
+    assert get(doc, tokens.sign(Ed25519PrivateKey.generate(), [mine])).status_code == 401  # foreign signer
+    assert get(doc, tokens.sign(SIGNING_KEY, [mine], now=0)).status_code == 401  # long expired
+    assert get(doc, "not-a-token").status_code == 401
+    other = tokens.sign(SIGNING_KEY, [theirs])
+    assert get(doc, other).status_code == 403  # a valid token, for another bank
+    recall = httpx.post(f"{base}/{mine}/memories/recall", json={"query": "quarterly review"},
+                        headers={"Authorization": f"Bearer {other}"}, timeout=30)
+    assert recall.status_code == 403
+    delete = httpx.delete(doc, headers={"Authorization": f"Bearer {other}"}, timeout=30)
+    assert delete.status_code == 403 and client(hindsight).exists(mine, memory_id)
+    listed = httpx.get(base, headers={"Authorization": f"Bearer {other}"}, timeout=30)
+    assert listed.status_code == 200 and mine not in listed.text
+    reflect = httpx.post(f"{base}/{mine}/reflect", json={"query": "what is planned"},
+                         headers={"Authorization": f"Bearer {tokens.sign(SIGNING_KEY, [mine])}"}, timeout=30)
+    assert reflect.status_code == 403
+    # Engram's own client signs per bank, so it reads its document and nothing else
+    assert client(hindsight).exists(mine, memory_id)
