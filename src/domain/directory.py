@@ -63,7 +63,7 @@ class Directory:
             teams &= bot_teams
             sources &= bot_sources
         return Grants(teams=frozenset(teams), sources=frozenset(sources), bot_registered=registered,
-                      revoked_sources=revoked)
+                      revoked_sources=revoked, source_teams={s: team for s, (team, _m) in self.sources.items()})
 
 
 def directory_id(company: str) -> UUID:

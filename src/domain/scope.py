@@ -54,3 +54,4 @@ class Grants:
     sources: frozenset[str] = field(default_factory=frozenset)
     bot_registered: bool = True
     revoked_sources: frozenset[str] = field(default_factory=frozenset)
+    source_teams: dict[str, str] = field(default_factory=dict)  # each source's team in the directory now

@@ -11,7 +11,8 @@ def may_use(caller: Caller, scope: Scope, grants: Grants) -> bool:
     The same person in two companies is two people; company admins and operators
     see no one's memory text; a bot acts only for the person in its token and only
     while registered in the company's directory; a revoked source stops its memories;
-    a restricted memory needs its team and source held by the person (and the bot).
+    a restricted memory needs its team and source held by the person (and the bot), and its source
+    still in its team (a source moved to another team takes its memories out of use).
     """
     if caller.is_administrative:
         return False
@@ -23,4 +24,5 @@ def may_use(caller: Caller, scope: Scope, grants: Grants) -> bool:
         return False
     if scope.visibility == GENERAL:
         return True
-    return scope.team in grants.teams and scope.source_id in grants.sources
+    return (scope.team in grants.teams and scope.source_id in grants.sources
+            and grants.source_teams.get(scope.source_id or "") == scope.team)

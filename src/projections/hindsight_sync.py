@@ -1,4 +1,10 @@
-"""What Hindsight should hold, from events: per memory, the document to retain or to delete."""
+"""What Hindsight should hold, from events: per memory, the document to retain or to delete.
+
+A confirmed memory is retained only while its owner may still use it under the company's directory
+and revocations (`domain.visibility.may_use`, as the person themself). Losing the scope (a source
+moved to another team, the person removed from its team or source, a revocation) withdraws the
+document; regaining it retains it again. Forgetting, expiry and rejection delete it for good.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +12,19 @@ from typing import Any
 
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
+from psycopg.types.json import Jsonb
 
+from domain.directory import CompanyDirectory, Directory, directory_id
 from domain.memory import Memory
+from domain.scope import Caller, Scope
+from domain.visibility import may_use
 
 from .base import EngramProjection, View
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_hindsight_sync (
     memory_id uuid PRIMARY KEY,
-    action text NOT NULL,            -- retain | delete
+    action text NOT NULL,            -- retain | withdraw (scope lost, may return) | delete (final)
     revision int NOT NULL,
     forget_id text,
     state text NOT NULL,             -- pending | done
@@ -25,33 +35,117 @@ CREATE TABLE IF NOT EXISTS engram_hindsight_sync (
     changed_at timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS engram_hindsight_sync_pending ON engram_hindsight_sync (changed_at) WHERE state = 'pending';
+CREATE TABLE IF NOT EXISTS engram_hindsight_scopes (
+    memory_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL,
+    visibility text NOT NULL,
+    team text,
+    source_id text
+);
+CREATE INDEX IF NOT EXISTS engram_hindsight_scopes_company ON engram_hindsight_scopes (company);
+CREATE TABLE IF NOT EXISTS engram_hindsight_directories (
+    directory_id uuid PRIMARY KEY,
+    company text NOT NULL UNIQUE,
+    document jsonb NOT NULL,
+    revoked jsonb NOT NULL           -- [{"source_id", "person" (null: everyone)}]
+);
 """
+
+EMPTY = {"teams": {}, "sources": {}, "bots": {}}
 
 
 class HindsightSyncView(View):
     ddl = DDL
-    tables = ("engram_hindsight_sync",)
+    tables = ("engram_hindsight_sync", "engram_hindsight_scopes", "engram_hindsight_directories")
 
 
 class HindsightSyncProjection(EngramProjection):
     """Only the wish is projected; `service.hindsight_sync.HindsightSyncer` makes it so and records
-    the outcome (attempts, backoff, purge evidence)."""
+    the outcome (attempts, backoff, purge evidence).
+
+    Memory and directory events may be applied by different workers at once (distributed mode):
+    a memory's wish reads the directory row `FOR SHARE` and a directory change updates that row
+    before re-deciding the company's wishes, so whichever commits second sees the other."""
 
     name = "hindsight_sync"
     view_class = HindsightSyncView
 
     def apply(self, curs: Cursor[Any], e: Any, tracking: Tracking) -> None:
-        if isinstance(e, Memory.Remembered):
-            self._want(curs, e, "retain", 1)
+        if isinstance(e, Memory.Created):
+            curs.execute(
+                "INSERT INTO engram_hindsight_scopes (memory_id, company, person, visibility, team, source_id) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (e.originator_id, e.company, e.person, e.visibility, e.team, (e.source or {}).get("id")),
+            )
+            if isinstance(e, Memory.Remembered):
+                self._want_retain(curs, e, 1)
         elif isinstance(e, Memory.Confirmed):
-            self._want(curs, e, "retain", None)
+            self._want_retain(curs, e, None)
         elif isinstance(e, Memory.Corrected):
-            self._want(curs, e, "retain", e.revision)
+            self._want_retain(curs, e, e.revision)
         elif isinstance(e, (Memory.Forgotten, Memory.Expired, Memory.Rejected)):
-            self._want(curs, e, "delete", None, getattr(e, "forget_id", None))
+            self._want(curs, e.originator_id, "delete", None, e.timestamp, getattr(e, "forget_id", None))
+        elif isinstance(e, CompanyDirectory.Opened):
+            self._directory(curs, e.company)
+        elif isinstance(e, CompanyDirectory.Replaced):
+            curs.execute("UPDATE engram_hindsight_directories SET document = %s WHERE directory_id = %s "
+                         "RETURNING company", (Jsonb(e.document), e.originator_id))
+            self._redecide(curs, curs.fetchone(), e.timestamp)
+        elif isinstance(e, CompanyDirectory.SourceRevoked):
+            curs.execute("UPDATE engram_hindsight_directories SET revoked = revoked || %s WHERE directory_id = %s "
+                         "RETURNING company",
+                         (Jsonb([{"source_id": e.source_id, "person": e.person}]), e.originator_id))
+            self._redecide(curs, curs.fetchone(), e.timestamp)
 
     @staticmethod
-    def _want(curs: Cursor[Any], e: Any, action: str, revision: int | None, forget_id: str | None = None) -> None:
+    def _directory(curs: Cursor[Any], company: str, *, share: bool = False) -> dict[str, Any]:
+        curs.execute(
+            "INSERT INTO engram_hindsight_directories (directory_id, company, document, revoked) "
+            "VALUES (%s, %s, %s, '[]') ON CONFLICT DO NOTHING",
+            (directory_id(company), company, Jsonb(EMPTY)),
+        )
+        curs.execute("SELECT document, revoked FROM engram_hindsight_directories WHERE company = %s"
+                     + (" FOR SHARE" if share else ""), (company,))
+        row = curs.fetchone()
+        assert row is not None
+        return dict(row)
+
+    @staticmethod
+    def _usable(scope: dict[str, Any], directory: dict[str, Any]) -> bool:
+        """May the owner still use this memory now? The one visibility rule, asked as the person."""
+        owner = Caller(scope["company"], scope["person"], "user")
+        revoked = frozenset(r["source_id"] for r in directory["revoked"] if r["person"] in (None, scope["person"]))
+        grants = Directory.from_document(directory["document"]).grants(owner, revoked)
+        return may_use(owner, Scope(scope["company"], scope["person"], scope["visibility"], scope["team"],
+                                    scope["source_id"]), grants)
+
+    def _want_retain(self, curs: Cursor[Any], e: Any, revision: int | None) -> None:
+        curs.execute("SELECT * FROM engram_hindsight_scopes WHERE memory_id = %s", (e.originator_id,))
+        scope = curs.fetchone()
+        if scope is None:  # its creation was never seen: nothing to index
+            return
+        usable = self._usable(scope, self._directory(curs, scope["company"], share=True))
+        self._want(curs, e.originator_id, "retain" if usable else "withdraw", revision, e.timestamp)
+
+    def _redecide(self, curs: Cursor[Any], row: dict[str, Any] | None, at: Any) -> None:
+        """After a directory change or revocation: withdraw what lost its scope, retain what regained it."""
+        if row is None:
+            return
+        directory = self._directory(curs, row["company"])
+        curs.execute(
+            "SELECT s.*, h.action FROM engram_hindsight_scopes s JOIN engram_hindsight_sync h USING (memory_id) "
+            "WHERE s.company = %s AND h.action <> 'delete' ORDER BY s.memory_id FOR UPDATE OF h",
+            (row["company"],),
+        )
+        for scope in list(curs.fetchall()):
+            action = "retain" if self._usable(scope, directory) else "withdraw"
+            if action != scope["action"]:
+                self._want(curs, scope["memory_id"], action, None, at)
+
+    @staticmethod
+    def _want(curs: Cursor[Any], memory_id: Any, action: str, revision: int | None, at: Any,
+              forget_id: str | None = None) -> None:
         curs.execute(
             "INSERT INTO engram_hindsight_sync (memory_id, action, revision, forget_id, state, changed_at) "
             "VALUES (%(id)s, %(action)s, coalesce(%(revision)s, 1), %(forget_id)s, 'pending', %(at)s) "
@@ -60,6 +154,5 @@ class HindsightSyncProjection(EngramProjection):
             "forget_id = coalesce(EXCLUDED.forget_id, engram_hindsight_sync.forget_id), state = 'pending', "
             "attempts = 0, next_attempt_at = NULL, changed_at = EXCLUDED.changed_at "
             "WHERE engram_hindsight_sync.action <> 'delete'",  # a delete is final
-            {"id": e.originator_id, "action": action, "revision": revision, "forget_id": forget_id,
-             "at": e.timestamp},
+            {"id": memory_id, "action": action, "revision": revision, "forget_id": forget_id, "at": at},
         )

@@ -71,7 +71,7 @@ class HindsightSyncer:
             self.client.retain(bank, str(memory_id), text, memory.current["valid_from"])
             self._done(memory_id, row, now, None)
             return
-        # delete: forgotten, expired, rejected, or a retain that no longer applies
+        # delete (forgotten, expired, rejected), withdraw (scope lost), or a retain that no longer applies
         self.client.delete(bank, str(memory_id))
         if self.client.exists(bank, str(memory_id)):
             raise HindsightUnavailable("document still present after delete")

@@ -95,6 +95,16 @@ def test_membership_removed_after_a_successful_recall(client, world) -> None:
     assert visible(client, bot) == {world["general"]}
 
 
+def test_a_source_moved_to_another_team_takes_its_memories_out_of_use(client, world) -> None:
+    moved = {**DIRECTORY, "sources": {**DIRECTORY["sources"], "s-jira": {"team": "t-ops", "members": ["alice", "bob"]}}}
+    put_directory(client, moved)
+    # alice holds both teams and the source, but the memory was scoped to (t-risk, s-jira)
+    assert visible(client, auth()) == {world["general"], world["ops"]}
+    assert client.get(f"/v1/memories/{world['risk']}", headers=auth()).status_code == 404
+    put_directory(client, DIRECTORY)
+    assert world["risk"] in visible(client, auth())
+
+
 def test_unregistering_a_bot_stops_it_at_once(client, world) -> None:
     bot = auth(role="bot", bot="b-helper")
     assert visible(client, bot)

@@ -54,9 +54,9 @@ def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
     engram.close()
 
 
-def remember(engram: Engram, text: str, **extra: Any) -> str:
-    return engram.service.remember(ALICE, text=text, source=SOURCE, occurred_at=None, visibility="general",
-                                   team=None, valid_from=None, valid_to=None, **extra)["id"]
+def remember(engram: Engram, text: str, source: dict[str, str] = SOURCE) -> str:
+    return engram.service.remember(ALICE, text=text, source=source, occurred_at=None, visibility="general",
+                                   team=None, valid_from=None, valid_to=None)["id"]
 
 
 def bank() -> str:
@@ -195,3 +195,50 @@ def test_the_guard_accepts_only_engram_tokens_for_the_banks_they_name(system, hi
     assert reflect.status_code == 403
     # Engram's own client signs per bank, so it reads its document and nothing else
     assert client(hindsight).exists(mine, memory_id)
+
+
+def test_losing_scope_withdraws_the_document_and_regaining_it_retains_it(system, hindsight) -> None:
+    admin = Caller("acme", "root", "admin")
+    directory = {"teams": {"t-risk": {"members": ["alice"]}, "t-ops": {"members": ["alice"]}},
+                 "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]},
+                             "s-wiki": {"team": "t-ops", "members": ["alice"]}}}
+    system.governance.put_directory(admin, directory)
+    restricted = system.service.remember(
+        ALICE, text="The audit finding on vendor payments is still open", occurred_at=None,
+        source={"kind": "ticket", "id": "s-jira", "message_id": "J-1"}, visibility="restricted", team="t-risk",
+        valid_from=None, valid_to=None)["id"]
+    wiki = remember(system, "The runbook lives in the wiki", source={"kind": "page", "id": "s-wiki", "message_id": "W-1"})
+    general = remember(system, "I like short meetings")
+    assert system.syncer.sync() == 3
+    hs = client(hindsight)
+    risk_bank = bank_for(Scope("acme", "alice", "restricted", "t-risk", "s-jira"))
+    assert hs.exists(risk_bank, restricted) and hs.exists(bank(), wiki) and hs.exists(bank(), general)
+
+    # the source moves to another team: the memory's scope is gone, and so is its document
+    moved = {**directory, "sources": {**directory["sources"], "s-jira": {"team": "t-ops", "members": ["alice"]}}}
+    system.governance.put_directory(admin, moved)
+    assert system.syncer.backlog() == {"pending": 1, "done": 2}
+    assert system.syncer.sync() == 1
+    assert not hs.exists(risk_bank, restricted) and hs.exists(bank(), general)
+    # the directory is put back: the memory is usable again, so it is indexed again
+    system.governance.put_directory(admin, directory)
+    assert system.syncer.sync() == 1 and hs.exists(risk_bank, restricted)
+    # alice leaves the team: withdrawn again
+    system.governance.put_directory(admin, {**directory, "teams": {**directory["teams"], "t-risk": {"members": []}}})
+    assert system.syncer.sync() == 1 and not hs.exists(risk_bank, restricted)
+
+    # a revocation withdraws every memory from that source, general ones too, and nothing else
+    system.governance.revoke_source(admin, "s-wiki")
+    assert system.syncer.sync() == 1
+    assert not hs.exists(bank(), wiki) and hs.exists(bank(), general)
+    system.governance.put_directory(admin, directory)  # the revocation outlives directory changes
+    assert system.syncer.sync() == 1
+    assert hs.exists(risk_bank, restricted) and not hs.exists(bank(), wiki)
+    # and a rebuild of the wish list reaches the same state
+    system.rebuild("hindsight_sync")
+    system.syncer.sync()
+    assert hs.exists(risk_bank, restricted) and not hs.exists(bank(), wiki) and hs.exists(bank(), general)
+    with system.app.factory.datastore.get_connection() as conn:
+        actions = {str(r["memory_id"]): r["action"] for r in conn.execute(
+            "SELECT memory_id, action FROM engram_hindsight_sync").fetchall()}
+    assert actions == {restricted: "retain", wiki: "withdraw", general: "retain"}

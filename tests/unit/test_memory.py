@@ -153,7 +153,11 @@ def test_visibility_is_decided_in_one_place() -> None:
     assert may_use(Caller("acme", "alice", "bot", bot="b-1"), general, Grants())
     assert not may_use(Caller("acme", "alice", "bot"), general, Grants())
     assert not may_use(alice, restricted, Grants())
-    assert may_use(alice, restricted, Grants(frozenset({"t-risk"}), frozenset({"s-jira"})))
+    assert may_use(alice, restricted, Grants(frozenset({"t-risk"}), frozenset({"s-jira"}),
+                                             source_teams={"s-jira": "t-risk"}))
+    # the source has moved to another team: its memories in the old team are out of use
+    assert not may_use(alice, restricted, Grants(frozenset({"t-risk", "t-ops"}), frozenset({"s-jira"}),
+                                                 source_teams={"s-jira": "t-ops"}))
 
 
 def test_evidence_quotes_exactly() -> None:
