@@ -8,11 +8,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+CONSOLIDATION_FACT = re.compile(r"^\[([0-9a-f-]{36})\] (.+?)(?: \((?:occurred|mentioned)_[^)]*\))?$", re.M)
+
+
+def _completion(content: dict[str, Any]) -> dict[str, Any]:
+    return {"id": "chatcmpl-hindsight", "object": "chat.completion", "model": "fake",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(content)},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
 
 
 class FakeLLM:
@@ -25,6 +36,9 @@ class FakeLLM:
         self.calls: list[dict[str, Any]] = []
         self.vectors: dict[str, list[float]] = {}
         self.embedded: list[str] = []  # text -> embedding, to make two texts "mean" the same
+        # Hindsight's consolidation: given the batch's new facts [(fact id, text)], the observations
+        # to create [{"text", "source_fact_ids"}]; None creates none
+        self.observe: Callable[[list[tuple[str, str]]], list[dict[str, Any]]] | None = None
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
@@ -53,6 +67,10 @@ class FakeLLM:
         user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
         if (body.get("response_format") or {}).get("type") == "json_object" and "Content:" in user:
             return 200, self._hindsight_facts(user)
+        facts = CONSOLIDATION_FACT.findall(user)
+        if facts:
+            creates = self.observe(facts) if self.observe else []
+            return 200, _completion({"creates": creates, "updates": [], "deletes": []})
         content = json.dumps({"memories": self.proposals.get(user, [])})
         answer: dict[str, Any] = {
             "id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model", "test"),
@@ -69,10 +87,7 @@ class FakeLLM:
         lines = [ln.strip() for ln in content.strip().splitlines() if ln.strip()][:1]
         facts = [{"what": ln, "when": "", "where": "", "who": "", "why": "", "fact_type": "world", "entities": []}
                  for ln in lines]
-        return {"id": "chatcmpl-facts", "object": "chat.completion", "model": "fake",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps({"facts": facts})},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}
+        return _completion({"facts": facts})
 
     def embed(self, text: str, dims: int = 64) -> list[float]:
         self.embedded.append(text)

@@ -50,7 +50,7 @@ class HindsightServer:
             "HINDSIGHT_API_SKIP_LLM_VERIFICATION": "true", "HINDSIGHT_API_LLM_TRACE_ENABLED": "false",
             "HINDSIGHT_API_OPERATION_RETENTION_DAYS": "1", "HINDSIGHT_API_STORE_DOCUMENT_TEXT": "false",
             "HINDSIGHT_API_ENABLE_OBSERVATIONS": str(self.observations).lower(),
-            "HINDSIGHT_API_ENABLE_AUTO_CONSOLIDATION": str(self.observations).lower(),
+            "HINDSIGHT_API_ENABLE_AUTO_CONSOLIDATION": "false",  # tests trigger consolidation themselves
         })
         if self.guard_public_key:
             # Hindsight imports only the guard package, not the rest of Engram's source tree

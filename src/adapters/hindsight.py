@@ -39,10 +39,13 @@ def bank_for(scope: Scope) -> str:
 
 @dataclass(frozen=True)
 class Hint:
-    document_id: str | None
-    source_fact_ids: list[str]
-    score: float
+    """One recall result, stripped of Hindsight's text. A fact names its document; an observation
+    names the documents of its source facts (None where Hindsight did not say which)."""
+
     kind: str
+    score: float
+    document_id: str | None = None
+    source_document_ids: tuple[str | None, ...] = ()
 
 
 class HindsightClient:
@@ -106,18 +109,25 @@ class HindsightClient:
         return True
 
     def recall(self, bank: str, query: str, *, deadline: float, budget: str = "low") -> list[Hint]:
+        body = {"query": query, "budget": budget,
+                "include": {"entities": None, "source_facts": {"max_tokens": -1}}}
         try:
-            r = self.http.post(f"/{bank}/memories/recall", json={"query": query, "budget": budget},
-                               headers=self._auth(bank), timeout=deadline)
+            r = self.http.post(f"/{bank}/memories/recall", json=body, headers=self._auth(bank), timeout=deadline)
         except httpx.HTTPError as e:
             raise HindsightUnavailable(type(e).__name__) from None
         if r.status_code == 404:
             return []  # no bank yet: nothing synced for this scope
         if r.status_code >= 400:
             raise HindsightUnavailable(f"recall refused ({r.status_code})")
+        answer = r.json()
+        sources = answer.get("source_facts") or {}
         hints = []
-        for res in r.json().get("results") or []:
-            scores = res.get("scores") or {}
-            hints.append(Hint(document_id=res.get("document_id"), source_fact_ids=res.get("source_fact_ids") or [],
-                              score=float(scores.get("final") or 0.0), kind=str(res.get("type") or "")))
+        for res in answer.get("results") or []:
+            score = float((res.get("scores") or {}).get("final") or 0.0)
+            kind = str(res.get("type") or "")
+            if kind == "observation":
+                docs = tuple((sources.get(f) or {}).get("document_id") for f in res.get("source_fact_ids") or [])
+                hints.append(Hint(kind, score, source_document_ids=docs or (None,)))
+            else:
+                hints.append(Hint(kind, score, document_id=res.get("document_id")))
         return hints

@@ -31,6 +31,7 @@ from domain.errors import (
     SensitiveAckRequired,
 )
 from domain.evidence import Evidence, Source
+from domain.hints import SemanticHints
 from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory
 from domain.receipt import Receipt
 from domain.directory import Directory
@@ -507,10 +508,11 @@ class MemoryService:
         rows: list[dict[str, Any]] = []
         if hints:
             # Hindsight only ranks: every hinted memory is re-read, re-unsealed and re-authorized here
-            hinted = {str(r["memory_id"]): r for r in self.queries.by_ids(ids=list(hints), **filters)}
-            for memory_id in sorted(hints, key=lambda m: -hints[m]):
-                if memory_id in hinted:
-                    rows.append({**hinted[memory_id], "score": hints[memory_id], "hinted": True})
+            usable = {str(r["memory_id"]): r for r in self.queries.by_ids(ids=sorted(hints.memory_ids()), **filters)
+                      if r["status"] == CONFIRMED and may_use(caller, _row_scope(r), grants)}
+            scores = hints.scores(set(usable))
+            for memory_id in sorted(scores, key=lambda m: -scores[m]):
+                rows.append({**usable[memory_id], "score": scores[memory_id], "hinted": True})
         seen = {str(r["memory_id"]) for r in rows}
         rows += [r for r in self.queries.search(terms=self.index.query_terms(caller.company, query),
                                                 limit=limit + 10, **filters) if str(r["memory_id"]) not in seen]
@@ -540,11 +542,11 @@ class MemoryService:
         return {"items": items, "degraded": degraded, "bytes": total}
 
     def _semantic_hints(self, caller: Caller, standing: Standing, grants: Grants,
-                        query: str) -> tuple[dict[str, float], bool]:
-        """Ranking hints {memory id: score} from the semantic index, and whether recall is degraded
+                        query: str) -> tuple[SemanticHints, bool]:
+        """Ranking hints from the semantic index, and whether recall is degraded
         (no index configured, or it was down or slower than the deadline)."""
         if self.semantic is None or not query.strip():
-            return {}, self.semantic is None
+            return SemanticHints(), self.semantic is None
         directory = Directory.from_document(standing.directory)
         scopes = [Scope(caller.company, caller.person)]
         scopes += [Scope(caller.company, caller.person, "restricted", directory.team_of(s), s)
@@ -552,7 +554,7 @@ class MemoryService:
         try:
             return self.semantic.hints(scopes, query), False
         except SemanticIndexUnavailable:
-            return {}, True
+            return SemanticHints(), True
 
     def _forget_status(self, forget_id: str | None) -> str:
         if forget_id is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -10,6 +11,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 
 from adapters.hindsight import HindsightClient, HindsightUnavailable, bank_for
+from domain.hints import SemanticHints
 from domain.memory import CONFIRMED, Memory
 from projections.recall import record_purged_copy
 
@@ -95,20 +97,18 @@ class HindsightSyncer:
 
 
 class SemanticIndex:
-    """Recall hints from Hindsight within a deadline: facts map to memories by document id.
-    Observations are dropped: Engram cannot vouch that every source of one is live and confirmed."""
+    """Recall hints from Hindsight within a deadline. Facts map to memories by document id;
+    observations through their source facts' document ids (see `domain.hints` for how they count)."""
 
     def __init__(self, client: HindsightClient, deadline_ms: float) -> None:
         self.client = client
         self.deadline = deadline_ms / 1000
 
-    def hints(self, scopes: list[Any], query: str) -> dict[str, float]:
-        import time
-
+    def hints(self, scopes: list[Any], query: str) -> SemanticHints:
         from .engram import SemanticIndexUnavailable
 
         started = time.monotonic()
-        out: dict[str, float] = {}
+        out = SemanticHints()
         for scope in scopes:
             left = self.deadline - (time.monotonic() - started)
             if left <= 0:
@@ -118,12 +118,15 @@ class SemanticIndex:
             except HindsightUnavailable as e:
                 raise SemanticIndexUnavailable(str(e)) from None
             for h in hints:
-                if h.kind == "observation" or not h.document_id:
-                    continue
-                try:
-                    memory_id = str(UUID(h.document_id))
-                except ValueError:
-                    continue
-                out[memory_id] = max(out.get(memory_id, 0.0), h.score)
-        top = max(out.values(), default=0.0) or 1.0
-        return {m: round(min(1.0, s / top), 4) for m, s in out.items()}
+                if h.kind == "observation":
+                    out.add_observation(h.score, frozenset(_memory_id(d) for d in h.source_document_ids))
+                elif (memory_id := _memory_id(h.document_id)) is not None:
+                    out.add_fact(memory_id, h.score)
+        return out
+
+
+def _memory_id(document_id: str | None) -> str | None:
+    try:
+        return str(UUID(document_id)) if document_id else None
+    except ValueError:
+        return None

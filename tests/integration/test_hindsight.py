@@ -242,3 +242,80 @@ def test_losing_scope_withdraws_the_document_and_regaining_it_retains_it(system,
         actions = {str(r["memory_id"]): r["action"] for r in conn.execute(
             "SELECT memory_id, action FROM engram_hindsight_sync").fetchall()}
     assert actions == {restricted: "retain", wiki: "withdraw", general: "retain"}
+
+
+@pytest.fixture(scope="module")
+def observing(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
+    """A second Hindsight, with observations on: its consolidation turns each batch of new facts
+    into one observation citing all of them."""
+    from adapters.database import Database
+
+    info = postgres.server.get_postmaster_info()
+    db = Database("hindsight_observing", str(info.socket_dir), str(info.port or 5432), "postgres", "")
+    db.ensure_exists()
+    llm = FakeLLM().start()
+    llm.observe = lambda facts: [{"text": "Commute habits: " + "; ".join(t for _, t in facts),
+                                  "source_fact_ids": [f for f, _ in facts]}]
+    server = HindsightServer(db, llm.url, tmp_path_factory.mktemp("observing") / "hindsight.log",
+                             guard_public_key=public_key_text(SIGNING_KEY), observations=True).start()
+    server.llm = llm  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+    llm.stop()
+
+
+def _observations(server: HindsightServer, query: str) -> list[set[str | None]]:
+    """The source documents of each observation Hindsight recalls for this query."""
+    return [set(h.source_document_ids) for h in client(server).recall(bank(), query, deadline=30, budget="mid")
+            if h.kind == "observation"]
+
+
+def _wait(predicate, timeout: float = 60) -> None:  # noqa: ANN001
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "Hindsight did not get there in time"
+        time.sleep(0.3)
+
+
+def test_observations_map_through_their_source_facts_and_die_with_them(settings, database, observing) -> None:
+    import httpx
+
+    from hindsight_guard import tokens
+
+    system = Engram.open(replace(settings, hindsight_url=observing.url, master_key=MASTER), database=database,
+                         background=False)
+    try:
+        system.service.semantic.deadline = 30
+        train = remember(system, "I take the train on Mondays")
+        bike = remember(system, "I cycle on Fridays")
+        assert system.syncer.sync() == 2
+        r = httpx.post(f"{observing.url}/v1/default/banks/{bank()}/consolidate", json={}, timeout=30,
+                       headers={"Authorization": f"Bearer {tokens.sign(SIGNING_KEY, [bank()])}"})
+        assert r.status_code == 200, r.text
+        _wait(lambda: {train, bike} in _observations(observing, "commute"))
+
+        # the observation is mapped to both memories through its source facts; no Hindsight text is kept
+        hints = system.service.semantic.hints([Scope("acme", "alice")], "commute")
+        assert (frozenset({train, bike}) in {sources for _, sources in hints.observations})
+        assert "Commute habits" not in repr(hints)
+        body = system.service.recall(ALICE, query="commute", as_of=None, max_bytes=17500, limit=10)
+        assert body["degraded"] is False and {i["id"] for i in body["items"]} == {train, bike}
+        assert all("Commute habits" not in i["text"] for i in body["items"])
+
+        # Engram forgets one source before Hindsight hears of it: the stale observation is not used,
+        # and the forgotten memory never comes back through it
+        forget_id = system.service.forget(ALICE, bike)["forget_id"]
+        assert frozenset({train, bike}) in {s for _, s in system.service.semantic.hints(
+            [Scope("acme", "alice")], "commute").observations}
+        body = system.service.recall(ALICE, query="commute", as_of=None, max_bytes=17500, limit=10)
+        assert bike not in {i["id"] for i in body["items"]}
+
+        # the delete reaches Hindsight: the document and every observation derived from it are gone
+        assert system.syncer.sync() == 1
+        assert not client(observing).exists(bank(), bike)
+        _wait(lambda: all(bike not in sources for sources in _observations(observing, "commute")))
+        assert system.service.forget_status(ALICE, forget_id)["status"] == "purge_complete"
+    finally:
+        system.close()
