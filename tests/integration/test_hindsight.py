@@ -319,3 +319,25 @@ def test_observations_map_through_their_source_facts_and_die_with_them(settings,
         assert system.service.forget_status(ALICE, forget_id)["status"] == "purge_complete"
     finally:
         system.close()
+
+
+ROOIBOS = "A cup of rooibos, most days, in the office kitchen after a long lunch break"
+
+
+def test_hindsight_ranking_changes_the_order_sql_gives(system, hindsight) -> None:
+    # SQL ranks the notes first (more of the query's words); the embedding model says the rooibos
+    # memory means what the query means, and Hindsight's ranking puts it first
+    same = [0.0, 1.0] + [0.0] * 62
+    hindsight.llm.vectors.update({"what do I drink after lunch": same, ROOIBOS: same})
+    notes = remember(system, "Lunch notes: what I drink after lunch, drinks menus, lunch at noon")
+    rooibos = remember(system, ROOIBOS)
+    assert system.syncer.sync() == 2
+    semantic, system.service.semantic = system.service.semantic, None
+    sql_only = system.service.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
+    assert [i["id"] for i in sql_only["items"]] == [notes, rooibos]
+    system.service.semantic = semantic
+    semantic.deadline = 30
+    ranked = system.service.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
+    assert ranked["degraded"] is False
+    assert [i["id"] for i in ranked["items"]] == [rooibos, notes]
+    assert ranked["items"][0]["score"] == 1.0 > ranked["items"][1]["score"]
