@@ -1,9 +1,16 @@
 """Recall latency: seed N confirmed memories across 10 people, print p50/p95 in-process and over HTTP.
 
     .venv/bin/python bench/recall.py [--sizes 1000,10000] [--queries 300]
+    .venv/bin/python bench/recall.py --hindsight [--sizes 1000] [--deadline-ms 1000]
 
 Runs on a fresh embedded PostgreSQL in a temporary directory. The HTTP figures come from a separate
 `engram serve` process on the same database, driven by one keep-alive client.
+
+`--hindsight` starts a real Hindsight 1.1.0 from `.venv-hindsight` (`make hindsight`) on the same
+PostgreSQL, behind Engram's guard, with the test suite's local fake for its LLM and embeddings;
+the syncer retains every memory through the real path, then the same queries run three ways on
+the same data: SQL only, Hindsight-ranked recall (Engram asks Hindsight within the deadline, then
+re-reads and re-authorizes), and Hindsight queried directly (one bank, no Engram work).
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ from uuid import uuid4
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the Hindsight mode borrows the suite's server and fake LLM
 
 from adapters.database import EmbeddedPostgres  # noqa: E402
 from api.bootstrap import Engram  # noqa: E402
@@ -113,6 +122,62 @@ def bench_http(url: str, secret: str, qs: list[tuple[str, str]]) -> list[float]:
     return times
 
 
+def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server: object,
+                    deadline_ms: float) -> None:
+    from adapters.hindsight import HindsightClient, bank_for
+    from service.hindsight_sync import SemanticIndex
+
+    assert engram.syncer is not None
+    t = time.perf_counter()
+    synced = 0
+    while (done := engram.syncer.sync(limit=200)):
+        synced += done
+    took = time.perf_counter() - t
+    print(f"# synced {synced} memories to Hindsight in {took:.1f}s ({synced / max(took, 1e-9):.1f}/s); "
+          f"backlog {engram.syncer.backlog()}", file=sys.stderr)
+    key = engram.master.hindsight_signing_key()
+    semantic = SemanticIndex(HindsightClient(server.url, signing_key=key), deadline_ms)  # type: ignore[attr-defined]
+    direct = HindsightClient(server.url, signing_key=key)  # type: ignore[attr-defined]
+    n = len(qs)
+
+    def run(label: str, call) -> None:  # noqa: ANN001
+        for person, q in qs[:20]:  # warm-up
+            call(person, q)
+        times, degraded = [], 0
+        for person, q in qs:
+            started = time.perf_counter()
+            answer = call(person, q)
+            times.append((time.perf_counter() - started) * 1000)
+            degraded += bool(isinstance(answer, dict) and answer.get("degraded"))
+        print(f"{size:>9} {label:<17} {pct(times, 50):>8.2f} {pct(times, 95):>8.2f}   {degraded}/{n} degraded")
+
+    def recall(person: str, q: str) -> dict:
+        return engram.service.recall(Caller("acme", person, "bot", bot="b-1"), query=q, as_of=None,
+                                     max_bytes=17500, limit=20)
+
+    engram.service.semantic = None
+    run("sql only", recall)
+    engram.service.semantic = semantic
+    run("hindsight-ranked", recall)
+    run("hindsight direct", lambda person, q: direct.recall(bank_for(Scope("acme", person)), q, deadline=30))
+    engram.service.semantic = None
+
+
+def start_hindsight(db, tmp: Path, engram_master: str):  # noqa: ANN001, ANN201
+    from adapters.crypto import MasterKey
+    from adapters.database import Database
+    from fake_llm import FakeLLM
+    from hindsight_guard.tokens import public_key_text
+    from hindsight_server import HindsightServer
+
+    hs_db = Database("hindsight_bench", db.host, db.port, db.user, db.password)
+    hs_db.ensure_exists()
+    llm = FakeLLM().start()
+    key = public_key_text(MasterKey.from_text(engram_master).hindsight_signing_key())
+    server = HindsightServer(hs_db, llm.url, tmp / "hindsight.log", guard_public_key=key).start()
+    return server, llm
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -123,19 +188,31 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--hindsight", action="store_true", help="compare SQL, Hindsight-ranked and Hindsight direct")
+    ap.add_argument("--deadline-ms", type=float, default=1000.0,
+                    help="Hindsight-ranked recall's deadline (the service default is 150)")
     args = ap.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in (args.sizes if args.sizes != "1000,10000" or not args.hindsight else "1000").split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     master = base64.urlsafe_b64encode(os.urandom(32)).decode()
     secret = "bench-secret-" + "z" * 32
     settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret)
     pg = EmbeddedPostgres(tmp)
     db = pg.start()
+    hindsight = llm = None
+    if args.hindsight:
+        hindsight, llm = start_hindsight(db, tmp, master)
+        settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret,
+                            hindsight_url=hindsight.url)
     engram = Engram.open(settings, database=db, background=False)
+    engram.service.semantic = None  # bench_hindsight switches it per mode
     engram.governance.put_directory(Caller("acme", "root", "admin"), {"bots": {"b-1": {}}})
     url_db = f"postgresql://{db.user}@/{db.dbname}?host={db.host}&port={db.port}"
     seeded = 0
-    print(f"{'memories':>9} {'mode':<11} {'p50 ms':>8} {'p95 ms':>8} {'mean items':>10}")
+    if args.hindsight:
+        print(f"{'memories':>9} {'mode':<17} {'p50 ms':>8} {'p95 ms':>8}")
+    else:
+        print(f"{'memories':>9} {'mode':<11} {'p50 ms':>8} {'p95 ms':>8} {'mean items':>10}")
     try:
         for n in sizes:
             t = time.perf_counter()
@@ -143,6 +220,9 @@ def main() -> None:
             seeded = n
             print(f"# seeded {n} memories in {time.perf_counter() - t:.1f}s", file=sys.stderr)
             qs = queries(args.queries)
+            if hindsight is not None:
+                bench_hindsight(engram, n, qs, hindsight, args.deadline_ms)
+                continue
             bench_inprocess(engram, qs[:20])
             ip = bench_inprocess(engram, qs)
             items = statistics.mean(
@@ -170,6 +250,9 @@ def main() -> None:
                 proc.wait(timeout=30)
     finally:
         engram.close()
+        if hindsight is not None:
+            hindsight.stop()
+            llm.stop()
         pg.stop()
 
 

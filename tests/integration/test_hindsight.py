@@ -6,6 +6,7 @@ import base64
 import os
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,9 @@ import pytest
 from adapters.crypto import MasterKey
 from adapters.hindsight import HindsightClient, bank_for
 from api.bootstrap import Engram
-from hindsight_guard.tokens import public_key_text
 from domain.scope import Caller, Scope
 from fake_llm import FakeLLM
+from hindsight_guard.tokens import public_key_text
 from hindsight_server import HindsightServer, hindsight_binary
 
 pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight not installed (make hindsight)")
@@ -341,3 +342,40 @@ def test_hindsight_ranking_changes_the_order_sql_gives(system, hindsight) -> Non
     assert ranked["degraded"] is False
     assert [i["id"] for i in ranked["items"]] == [rooibos, notes]
     assert ranked["items"][0]["score"] == 1.0 > ranked["items"][1]["score"]
+
+
+def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
+    import signal
+    import time
+
+    system.service.semantic.deadline = 30
+    before = remember(system, "The office plants need water on Tuesdays")
+    assert system.syncer.sync() == 1
+    assert [i["id"] for i in system.service.recall(ALICE, query="plants water", as_of=None, max_bytes=17500,
+                                                   limit=10)["items"]] == [before]
+    system.syncer.client = client(hindsight, timeout=1)
+    system.service.semantic.deadline = 0.15
+
+    def answers_within_the_deadline(expected: set[str]) -> None:
+        started = time.monotonic()
+        body = system.service.recall(ALICE, query="plants water", as_of=None, max_bytes=17500, limit=10)
+        assert time.monotonic() - started < 0.6
+        assert body["degraded"] is True and {i["id"] for i in body["items"]} == expected  # SQL ranks alone
+
+    assert hindsight.proc is not None
+    hindsight.proc.send_signal(signal.SIGSTOP)  # hung: accepts connections, answers nothing
+    try:
+        answers_within_the_deadline({before})
+        during = remember(system, "The plants by the window need less water")
+        assert system.syncer.sync() == 0 and system.syncer.backlog() == {"done": 1, "pending": 1}
+    finally:
+        hindsight.proc.send_signal(signal.SIGCONT)
+    hindsight.stop()  # down: connections refused
+    answers_within_the_deadline({before, during})
+    hindsight.start()
+    system.service.clock = system.syncer.memories.clock = type(
+        "Later", (), {"now": lambda self: datetime.now(timezone.utc) + timedelta(hours=1)})()
+    assert system.syncer.sync() == 1 and system.syncer.backlog() == {"done": 2}
+    system.service.semantic.deadline = 30
+    body = system.service.recall(ALICE, query="plants by the window", as_of=None, max_bytes=17500, limit=10)
+    assert body["degraded"] is False and {i["id"] for i in body["items"]} == {before, during}
