@@ -46,6 +46,7 @@ class Hint:
     score: float
     document_id: str | None = None
     source_document_ids: tuple[str | None, ...] = ()
+    source_fact_ids: tuple[str, ...] = ()
 
 
 class HindsightClient:
@@ -108,6 +109,16 @@ class HindsightClient:
             raise HindsightUnavailable(f"document lookup refused ({r.status_code})")
         return True
 
+    def document_facts(self, bank: str, document_id: str) -> list[tuple[str, str]]:
+        """(fact id, fact text) of a document's facts. The text is Hindsight's, used only in-process
+        to look for leftovers after a delete; it is never stored or logged."""
+        r = self._call("GET", bank, "/memories/list", params={"document_id": document_id, "limit": 1000})
+        if r.status_code == 404:
+            return []
+        if r.status_code >= 400:
+            raise HindsightUnavailable(f"fact listing refused ({r.status_code})")
+        return [(str(i["id"]), str(i.get("text") or "")) for i in r.json().get("items") or []]
+
     def recall(self, bank: str, query: str, *, deadline: float, budget: str = "low") -> list[Hint]:
         body = {"query": query, "budget": budget,
                 "include": {"entities": None, "source_facts": {"max_tokens": -1}}}
@@ -126,8 +137,9 @@ class HindsightClient:
             score = float((res.get("scores") or {}).get("final") or 0.0)
             kind = str(res.get("type") or "")
             if kind == "observation":
-                docs = tuple((sources.get(f) or {}).get("document_id") for f in res.get("source_fact_ids") or [])
-                hints.append(Hint(kind, score, source_document_ids=docs or (None,)))
+                facts = tuple(str(f) for f in res.get("source_fact_ids") or [])
+                docs = tuple((sources.get(f) or {}).get("document_id") for f in facts)
+                hints.append(Hint(kind, score, source_document_ids=docs or (None,), source_fact_ids=facts))
             else:
                 hints.append(Hint(kind, score, document_id=res.get("document_id")))
         return hints

@@ -20,6 +20,7 @@ from .engram import MemoryService
 log = logging.getLogger("engram.hindsight")
 
 MAX_BACKOFF = timedelta(minutes=30)
+PURGE_PROBES = 3  # recalls with a deleted document's own fact texts, to check nothing still points at it
 
 
 class HindsightSyncer:
@@ -74,11 +75,28 @@ class HindsightSyncer:
             self._done(memory_id, row, now, None)
             return
         # delete (forgotten, expired, rejected), withdraw (scope lost), or a retain that no longer applies
-        self.client.delete(bank, str(memory_id))
-        if self.client.exists(bank, str(memory_id)):
-            raise HindsightUnavailable("document still present after delete")
-        evidence = f"document {memory_id} answers 404 in its bank after delete"
+        evidence = self._delete_and_confirm(bank, str(memory_id))
         self._done(memory_id, row, now, evidence)
+
+    def _delete_and_confirm(self, bank: str, document_id: str) -> str:
+        """Delete the document, then show it is gone: the document answers 404, none of its facts is
+        listed, and recalling each of its facts' own words returns nothing that references it (no
+        fact of the document, no observation derived from one)."""
+        facts = self.client.document_facts(bank, document_id)
+        self.client.delete(bank, document_id)
+        if self.client.exists(bank, document_id):
+            raise HindsightUnavailable("document still present after delete")
+        if self.client.document_facts(bank, document_id):
+            raise HindsightUnavailable("facts still listed after delete")
+        fact_ids = {f for f, _ in facts}
+        for _fact_id, text in facts[:PURGE_PROBES]:
+            for hint in self.client.recall(bank, text, deadline=30, budget="mid"):
+                if hint.document_id == document_id or document_id in hint.source_document_ids \
+                        or fact_ids & set(hint.source_fact_ids):
+                    raise HindsightUnavailable("a recall result still references the deleted document")
+        probes = min(len(facts), PURGE_PROBES)
+        return (f"document {document_id} answers 404 in its bank after delete; {len(facts)} fact(s) before, "
+                f"0 after; {probes} recall probe(s) found no result referencing it")
 
     def _done(self, memory_id: UUID, row: dict[str, Any], now: datetime, evidence: str | None) -> None:
         with self.datastore.transaction(commit=True) as curs:

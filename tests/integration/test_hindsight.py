@@ -316,8 +316,11 @@ def test_observations_map_through_their_source_facts_and_die_with_them(settings,
         # the delete reaches Hindsight: the document and every observation derived from it are gone
         assert system.syncer.sync() == 1
         assert not client(observing).exists(bank(), bike)
-        _wait(lambda: all(bike not in sources for sources in _observations(observing, "commute")))
-        assert system.service.forget_status(ALICE, forget_id)["status"] == "purge_complete"
+        assert all(bike not in sources for sources in _observations(observing, "commute"))
+        status = system.service.forget_status(ALICE, forget_id)
+        assert status["status"] == "purge_complete"
+        evidence = {c["copy"]: c["evidence"] for c in status["copies"]}["hindsight"]
+        assert "1 fact(s) before, 0 after" in evidence and "1 recall probe(s) found no result" in evidence
     finally:
         system.close()
 
