@@ -146,7 +146,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from adapters.kafka import ProjectorWorker
 
     engram = _distributed_engram()
-    names = [n.strip() for n in args.projections.split(",") if n.strip()] if args.projections else list(PROJECTIONS)
+    names = ([n.strip() for n in args.projections.split(",") if n.strip()] if args.projections
+             else list(engram.projections))  # with Hindsight configured, its sync wishes too
     unknown = [n for n in names if n not in engram.projections]
     if unknown:
         engram.close()
@@ -189,7 +190,8 @@ def parser() -> argparse.ArgumentParser:
 
     sub.add_parser("relay", help="publish stored events to Kafka").set_defaults(func=cmd_relay)
     w = sub.add_parser("worker", help="apply events from Kafka to read models")
-    w.add_argument("--projections", help=f"comma-separated, default all: {','.join(PROJECTIONS)}")
+    w.add_argument("--projections", help=f"comma-separated, default all: {','.join(PROJECTIONS)}"
+                                         ",hindsight_sync (when ENGRAM_HINDSIGHT_URL is set)")
     w.set_defaults(func=cmd_worker)
 
     pr = sub.add_parser("projections", help="inspect or rebuild read models")

@@ -223,3 +223,39 @@ def test_topic_holds_no_plaintext(system) -> None:
     blob = topic_bytes(system.settings.kafka_bootstrap or "")
     assert b"_sealed" in blob and b"acme" in blob  # the events are there, sealed
     assert b"marzipan" not in blob
+
+
+def test_workers_project_hindsight_wishes_and_scope_changes(settings, database, broker) -> None:
+    """With Hindsight configured, the workers keep its wish list too, directory changes included
+    (the syncer itself is tested against a real Hindsight in test_hindsight)."""
+    engram = Engram.open(replace(settings, kafka_bootstrap=broker.bootstrap, kafka_partitions=PARTITIONS,
+                                 hindsight_url="http://127.0.0.1:9"), database=database, background=False)
+    assert "hindsight_sync" in engram.projections
+    relay, worker = Background(relay_for(engram).run), started_worker(engram)
+    try:
+        admin = Caller("acme", "root", "admin")
+        directory = {"teams": {"t-risk": {"members": ["alice"]}},
+                     "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}}}
+        engram.governance.put_directory(admin, directory)
+        memory_id = engram.service.remember(
+            ALICE, text="The vendor audit is open", source={"kind": "ticket", "id": "s-jira", "message_id": "J-1"},
+            occurred_at=None, visibility="restricted", team="t-risk", valid_from=None, valid_to=None)["id"]
+
+        def action() -> str | None:
+            with engram.app.factory.datastore.get_connection() as conn:
+                row = conn.execute("SELECT action FROM engram_hindsight_sync WHERE memory_id = %s",
+                                   (memory_id,)).fetchone()
+            return row["action"] if row else None
+
+        assert wait_for(lambda: action() == "retain")
+        engram.governance.put_directory(admin, {**directory, "teams": {"t-risk": {"members": []}}})
+        assert wait_for(lambda: action() == "withdraw")
+        engram.governance.put_directory(admin, directory)
+        assert wait_for(lambda: action() == "retain")
+        engram.service.forget(ALICE, memory_id)
+        assert wait_for(lambda: action() == "delete")
+    finally:
+        relay.stop()
+        worker.stop()
+        engram.close()
+    assert relay.error is None and worker.error is None

@@ -382,3 +382,36 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
     system.service.semantic.deadline = 30
     body = system.service.recall(ALICE, query="plants by the window", as_of=None, max_bytes=17500, limit=10)
     assert body["degraded"] is False and {i["id"] for i in body["items"]} == {before, during}
+
+
+def test_duplicate_stale_and_concurrent_sync_jobs_converge(system, hindsight) -> None:
+    import threading
+
+    from service.hindsight_sync import HindsightSyncer
+
+    hs = client(hindsight)
+    memory_id = remember(system, "Standup is at nine")
+    for text in ("Standup is at ten", "Standup is at half past ten in room Lisbon"):
+        system.service.correct(ALICE, memory_id, text=text, valid_from=None, valid_to=None, reason=None)
+    assert system.syncer.sync() == 1  # one job for three revisions: the current one
+    assert {h.document_id for h in hs.recall(bank(), "room Lisbon", deadline=30)} == {memory_id}
+    facts = hs.document_facts(bank(), memory_id)
+    assert [t for _, t in facts] == ["Standup is at half past ten in room Lisbon"]
+    # a stale job (revision 1) delivered late retains the current text, not the old one
+    with system.app.factory.datastore.transaction(commit=True) as curs:
+        curs.execute("UPDATE engram_hindsight_sync SET revision = 1, state = 'pending' WHERE memory_id = %s",
+                     (memory_id,))
+    assert system.syncer.sync() == 1
+    assert [t for _, t in hs.document_facts(bank(), memory_id)] == ["Standup is at half past ten in room Lisbon"]
+
+    # two syncers at once share the backlog without doing any job twice
+    ids = [remember(system, f"Parking spot {n} is reserved on Wednesdays") for n in range(6)]
+    other = HindsightSyncer(system.service, client(hindsight))
+    done: list[int] = []
+    threads = [threading.Thread(target=lambda s=s: done.append(s.sync())) for s in (system.syncer, other)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(done) == 6 and system.syncer.backlog() == {"done": 7}
+    assert all(len(hs.document_facts(bank(), m)) == 1 for m in ids)
