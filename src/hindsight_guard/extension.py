@@ -24,11 +24,11 @@ from hindsight_api.extensions.operation_validator import (
 )
 from hindsight_api.extensions.tenant import AuthenticationError, Tenant, TenantContext, TenantExtension
 
-from .tokens import InvalidServiceToken, load_public_key, verify
+from .tokens import InvalidServiceToken, load_public_key, verify_until
 
 
 class _Verifier:
-    """Verifies tokens, remembering recent answers until the token itself expires."""
+    """Verifies tokens, remembering recent answers for 30 s at most and never past the token's expiry."""
 
     def __init__(self, config: dict[str, str]) -> None:
         text = config.get("engram_public_key")
@@ -43,10 +43,10 @@ class _Verifier:
             if time.time() < until:
                 return banks
             del self._seen[token]
-        banks = verify(self.key, token)
+        banks, valid_until = verify_until(self.key, token)
         if len(self._seen) > 4096:
             self._seen.clear()
-        self._seen[token] = (banks, time.time() + 30)  # type: ignore[index]
+        self._seen[token] = (banks, min(valid_until, time.time() + 30))  # type: ignore[index]
         return banks
 
 

@@ -45,6 +45,11 @@ def sign(key: Ed25519PrivateKey, banks: list[str], *, ttl: float = 120.0, now: f
 
 def verify(key: Ed25519PublicKey, token: str | None, *, leeway: float = 5.0) -> frozenset[str]:
     """The banks a valid token names; raises InvalidServiceToken otherwise."""
+    return verify_until(key, token, leeway=leeway)[0]
+
+
+def verify_until(key: Ed25519PublicKey, token: str | None, *, leeway: float = 5.0) -> tuple[frozenset[str], float]:
+    """The banks a valid token names, and when it stops being valid."""
     if not token:
         raise InvalidServiceToken("no service token")
     try:
@@ -58,4 +63,4 @@ def verify(key: Ed25519PublicKey, token: str | None, *, leeway: float = 5.0) -> 
     if not isinstance(banks, list) or not banks or len(banks) > MAX_BANKS \
             or not all(isinstance(b, str) and b.startswith("engram-") for b in banks):
         raise InvalidServiceToken("service token names no banks")
-    return frozenset(banks)
+    return frozenset(banks), float(claims["exp"]) + leeway

@@ -50,6 +50,14 @@ def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa:
 
 @pytest.fixture
 def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
+    import httpx
+
+    from hindsight_guard import tokens
+
+    # each test starts from an empty bank: the Hindsight server is shared by the module
+    r = httpx.delete(f"{hindsight.url}/v1/default/banks/{bank()}", timeout=30,
+                     headers={"Authorization": f"Bearer {tokens.sign(SIGNING_KEY, [bank()])}"})
+    assert r.status_code in (200, 404), r.text
     engram = Engram.open(replace(settings, hindsight_url=hindsight.url, master_key=MASTER), database=database, background=False)
     yield engram
     engram.close()
