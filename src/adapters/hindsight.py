@@ -122,10 +122,7 @@ class HindsightClient:
     def recall(self, bank: str, query: str, *, deadline: float, budget: str = "low") -> list[Hint]:
         body = {"query": query, "budget": budget,
                 "include": {"entities": None, "source_facts": {"max_tokens": -1}}}
-        try:
-            r = self.http.post(f"/{bank}/memories/recall", json=body, headers=self._auth(bank), timeout=deadline)
-        except httpx.HTTPError as e:
-            raise HindsightUnavailable(type(e).__name__) from None
+        r = self._call("POST", bank, "/memories/recall", json=body, timeout=deadline)
         if r.status_code == 404:
             return []  # no bank yet: nothing synced for this scope
         if r.status_code >= 400:

@@ -52,9 +52,6 @@ CREATE TABLE IF NOT EXISTS engram_hindsight_directories (
 );
 """
 
-EMPTY = {"teams": {}, "sources": {}, "bots": {}}
-
-
 class HindsightSyncView(View):
     ddl = DDL
     tables = ("engram_hindsight_sync", "engram_hindsight_scopes", "engram_hindsight_directories")
@@ -90,11 +87,11 @@ class HindsightSyncProjection(EngramProjection):
             self._directory(curs, e.company)
         elif isinstance(e, CompanyDirectory.Replaced):
             curs.execute("UPDATE engram_hindsight_directories SET document = %s WHERE directory_id = %s "
-                         "RETURNING company", (Jsonb(e.document), e.originator_id))
+                         "RETURNING company, document, revoked", (Jsonb(e.document), e.originator_id))
             self._redecide(curs, curs.fetchone(), e.timestamp)
         elif isinstance(e, CompanyDirectory.SourceRevoked):
             curs.execute("UPDATE engram_hindsight_directories SET revoked = revoked || %s WHERE directory_id = %s "
-                         "RETURNING company",
+                         "RETURNING company, document, revoked",
                          (Jsonb([{"source_id": e.source_id, "person": e.person}]), e.originator_id))
             self._redecide(curs, curs.fetchone(), e.timestamp)
 
@@ -103,7 +100,7 @@ class HindsightSyncProjection(EngramProjection):
         curs.execute(
             "INSERT INTO engram_hindsight_directories (directory_id, company, document, revoked) "
             "VALUES (%s, %s, %s, '[]') ON CONFLICT DO NOTHING",
-            (directory_id(company), company, Jsonb(EMPTY)),
+            (directory_id(company), company, Jsonb(Directory().document())),
         )
         curs.execute("SELECT document, revoked FROM engram_hindsight_directories WHERE company = %s"
                      + (" FOR SHARE" if share else ""), (company,))
@@ -128,15 +125,15 @@ class HindsightSyncProjection(EngramProjection):
         usable = self._usable(scope, self._directory(curs, scope["company"], share=True))
         self._want(curs, e.originator_id, "retain" if usable else "withdraw", revision, e.timestamp)
 
-    def _redecide(self, curs: Cursor[Any], row: dict[str, Any] | None, at: Any) -> None:
-        """After a directory change or revocation: withdraw what lost its scope, retain what regained it."""
-        if row is None:
+    def _redecide(self, curs: Cursor[Any], directory: dict[str, Any] | None, at: Any) -> None:
+        """After a directory change or revocation (`directory` is the updated row): withdraw what lost
+        its scope, retain what regained it."""
+        if directory is None:
             return
-        directory = self._directory(curs, row["company"])
         curs.execute(
             "SELECT s.*, h.action FROM engram_hindsight_scopes s JOIN engram_hindsight_sync h USING (memory_id) "
             "WHERE s.company = %s AND h.action <> 'delete' ORDER BY s.memory_id FOR UPDATE OF h",
-            (row["company"],),
+            (directory["company"],),
         )
         for scope in list(curs.fetchall()):
             action = "retain" if self._usable(scope, directory) else "withdraw"
