@@ -165,17 +165,11 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
 
 def start_hindsight(db, tmp: Path, engram_master: str):  # noqa: ANN001, ANN201
     from adapters.crypto import MasterKey
-    from adapters.database import Database
-    from fake_llm import FakeLLM
     from hindsight_guard.tokens import public_key_text
-    from hindsight_server import HindsightServer
+    from hindsight_server import start_with_fake_llm
 
-    hs_db = Database("hindsight_bench", db.host, db.port, db.user, db.password)
-    hs_db.ensure_exists()
-    llm = FakeLLM().start()
     key = public_key_text(MasterKey.from_text(engram_master).hindsight_signing_key())
-    server = HindsightServer(hs_db, llm.url, tmp / "hindsight.log", guard_public_key=key).start()
-    return server, llm
+    return start_with_fake_llm(db.with_dbname("hindsight_bench"), tmp / "hindsight.log", guard_public_key=key)
 
 
 def free_port() -> int:
@@ -199,9 +193,9 @@ def main() -> None:
     settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret)
     pg = EmbeddedPostgres(tmp)
     db = pg.start()
-    hindsight = llm = None
+    hindsight = None
     if args.hindsight:
-        hindsight, llm = start_hindsight(db, tmp, master)
+        hindsight = start_hindsight(db, tmp, master)
         settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret,
                             hindsight_url=hindsight.url)
     engram = Engram.open(settings, database=db, background=False)
@@ -251,8 +245,7 @@ def main() -> None:
     finally:
         engram.close()
         if hindsight is not None:
-            hindsight.stop()
-            llm.stop()
+            hindsight.close()
         pg.stop()
 
 

@@ -33,6 +33,7 @@ class HindsightServer:
             self.port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.llm = None  # set by start_with_fake_llm
 
     def start(self, timeout: float = 120) -> HindsightServer:
         db = self.database
@@ -80,6 +81,11 @@ class HindsightServer:
             time.sleep(0.3)
         raise TimeoutError("hindsight-api did not become healthy")
 
+    def close(self) -> None:
+        self.stop()
+        if self.llm is not None:
+            self.llm.stop()
+
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.terminate()
@@ -88,3 +94,21 @@ class HindsightServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
             self.proc = None
+
+
+def start_with_fake_llm(database, log: Path, *, guard_public_key: str, observations: bool = False,  # noqa: ANN001
+                        observe=None) -> HindsightServer:  # noqa: ANN001
+    """A Hindsight on its own database with its own fake LLM (as `server.llm`); `close()` stops both."""
+    from fake_llm import FakeLLM
+
+    database.ensure_exists()
+    llm = FakeLLM().start()
+    llm.observe = observe
+    try:
+        server = HindsightServer(database, llm.url, log, guard_public_key=guard_public_key,
+                                 observations=observations).start()
+    except BaseException:
+        llm.stop()
+        raise
+    server.llm = llm
+    return server

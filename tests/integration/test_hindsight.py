@@ -16,9 +16,9 @@ from adapters.crypto import MasterKey
 from adapters.hindsight import HindsightClient, bank_for
 from api.bootstrap import Engram
 from domain.scope import Caller, Scope
-from fake_llm import FakeLLM
+from hindsight_guard import tokens
 from hindsight_guard.tokens import public_key_text
-from hindsight_server import HindsightServer, hindsight_binary
+from hindsight_server import HindsightServer, hindsight_binary, start_with_fake_llm
 
 pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight not installed (make hindsight)")
 
@@ -32,31 +32,32 @@ def client(server: HindsightServer, **kwargs: Any) -> HindsightClient:
     return HindsightClient(server.url, signing_key=SIGNING_KEY, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
+def signed(*banks: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tokens.sign(SIGNING_KEY, list(banks))}"}
+
+
+def _own_database(postgres, name: str):  # noqa: ANN001, ANN202
     from adapters.database import Database
 
     info = postgres.server.get_postmaster_info()
-    db = Database("hindsight_tests", str(info.socket_dir), str(info.port or 5432), "postgres", "")
-    db.ensure_exists()
-    llm = FakeLLM().start()
-    server = HindsightServer(db, llm.url, tmp_path_factory.mktemp("hindsight") / "hindsight.log",
-                             guard_public_key=public_key_text(SIGNING_KEY)).start()
-    server.llm = llm  # type: ignore[attr-defined]
+    return Database(name, str(info.socket_dir), str(info.port or 5432), "postgres", "")
+
+
+@pytest.fixture(scope="module")
+def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
+    server = start_with_fake_llm(_own_database(postgres, "hindsight_tests"),
+                                 tmp_path_factory.mktemp("hindsight") / "hindsight.log",
+                                 guard_public_key=public_key_text(SIGNING_KEY))
     yield server
-    server.stop()
-    llm.stop()
+    server.close()
 
 
 @pytest.fixture
 def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
     import httpx
 
-    from hindsight_guard import tokens
-
     # each test starts from an empty bank: the Hindsight server is shared by the module
-    r = httpx.delete(f"{hindsight.url}/v1/default/banks/{bank()}", timeout=30,
-                     headers={"Authorization": f"Bearer {tokens.sign(SIGNING_KEY, [bank()])}"})
+    r = httpx.delete(f"{hindsight.url}/v1/default/banks/{bank()}", timeout=30, headers=signed(bank()))
     assert r.status_code in (200, 404), r.text
     engram = Engram.open(replace(settings, hindsight_url=hindsight.url, master_key=MASTER), database=database, background=False)
     yield engram
@@ -174,8 +175,6 @@ def test_the_guard_accepts_only_engram_tokens_for_the_banks_they_name(system, hi
     import httpx
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from hindsight_guard import tokens
-
     memory_id = remember(system, "The quarterly review is in March")
     assert system.syncer.sync() == 1
     mine, theirs = bank(), bank_for(Scope("acme", "bob"))
@@ -200,7 +199,7 @@ def test_the_guard_accepts_only_engram_tokens_for_the_banks_they_name(system, hi
     listed = httpx.get(base, headers={"Authorization": f"Bearer {other}"}, timeout=30)
     assert listed.status_code == 200 and mine not in listed.text
     reflect = httpx.post(f"{base}/{mine}/reflect", json={"query": "what is planned"},
-                         headers={"Authorization": f"Bearer {tokens.sign(SIGNING_KEY, [mine])}"}, timeout=30)
+                         headers=signed(mine), timeout=30)
     assert reflect.status_code == 403
     # Engram's own client signs per bank, so it reads its document and nothing else
     assert client(hindsight).exists(mine, memory_id)
@@ -257,20 +256,13 @@ def test_losing_scope_withdraws_the_document_and_regaining_it_retains_it(system,
 def observing(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
     """A second Hindsight, with observations on: its consolidation turns each batch of new facts
     into one observation citing all of them."""
-    from adapters.database import Database
-
-    info = postgres.server.get_postmaster_info()
-    db = Database("hindsight_observing", str(info.socket_dir), str(info.port or 5432), "postgres", "")
-    db.ensure_exists()
-    llm = FakeLLM().start()
-    llm.observe = lambda facts: [{"text": "Commute habits: " + "; ".join(t for _, t in facts),
-                                  "source_fact_ids": [f for f, _ in facts]}]
-    server = HindsightServer(db, llm.url, tmp_path_factory.mktemp("observing") / "hindsight.log",
-                             guard_public_key=public_key_text(SIGNING_KEY), observations=True).start()
-    server.llm = llm  # type: ignore[attr-defined]
+    server = start_with_fake_llm(
+        _own_database(postgres, "hindsight_observing"), tmp_path_factory.mktemp("observing") / "hindsight.log",
+        guard_public_key=public_key_text(SIGNING_KEY), observations=True,
+        observe=lambda facts: [{"text": "Commute habits: " + "; ".join(t for _, t in facts),
+                                "source_fact_ids": [f for f, _ in facts]}])
     yield server
-    server.stop()
-    llm.stop()
+    server.close()
 
 
 def _observations(server: HindsightServer, query: str) -> list[set[str | None]]:
@@ -291,8 +283,6 @@ def _wait(predicate, timeout: float = 60) -> None:  # noqa: ANN001
 def test_observations_map_through_their_source_facts_and_die_with_them(settings, database, observing) -> None:
     import httpx
 
-    from hindsight_guard import tokens
-
     system = Engram.open(replace(settings, hindsight_url=observing.url, master_key=MASTER), database=database,
                          background=False)
     try:
@@ -301,7 +291,7 @@ def test_observations_map_through_their_source_facts_and_die_with_them(settings,
         bike = remember(system, "I cycle on Fridays")
         assert system.syncer.sync() == 2
         r = httpx.post(f"{observing.url}/v1/default/banks/{bank()}/consolidate", json={}, timeout=30,
-                       headers={"Authorization": f"Bearer {tokens.sign(SIGNING_KEY, [bank()])}"})
+                       headers=signed(bank()))
         assert r.status_code == 200, r.text
         _wait(lambda: {train, bike} in _observations(observing, "commute"))
 
