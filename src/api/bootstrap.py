@@ -10,6 +10,7 @@ import psycopg
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from datetime import timedelta
 
 from adapters.blind_index import BlindIndex
@@ -24,7 +25,7 @@ from domain.clock import Clock
 from domain.errors import Forbidden
 from domain.rollout import Rollout
 from domain.scope import Caller
-from projections.base import EngramProjection, ProjectorRunner
+from projections.base import EngramProjection, ProjectorRunner, safe_decoder
 from projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from projections.inbox import InboxProjection, InboxQueries, InboxView
@@ -145,7 +146,7 @@ class Engram:
             InboxQueries(datastore).create_tables()
             BudgetLedger(datastore).create_tables()
         runner = ProjectorRunner(
-            app.recorder, app.mapper.to_domain_event, list(projections.values()),
+            app.recorder, safe_decoder(app.mapper.to_domain_event), list(projections.values()),
             poll_interval=settings.poll_interval, keys=app.keys,
         )
         settler: object = runner
@@ -214,9 +215,20 @@ class Engram:
                 rows.append({"projection": name, "position": pos, "head": head, "lag": head - pos})
         return rows
 
+    def quarantined(self) -> dict[str, int]:
+        """Events each projection set aside because it could not apply them."""
+        with self.app.factory.datastore.get_connection() as conn:  # type: ignore[attr-defined]
+            rows = conn.execute("SELECT projection, count(*) AS n FROM engram_quarantine GROUP BY projection")
+            found = {r["projection"]: int(r["n"]) for r in rows}
+        return {name: found.get(name, 0) for name in self.projections}
+
     def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
-        return self.projections[name].rebuild(self.app.recorder, self.app.mapper.to_domain_event, progress,
-                                              keys=self.app.keys)
+        return self.projections[name].rebuild(self.app.recorder, self.decode, progress, keys=self.app.keys)
+
+    @property
+    def decode(self) -> Callable[[Any], Any]:
+        """Stored event -> domain event; one that cannot be decoded is marked for quarantine, not raised."""
+        return safe_decoder(self.app.mapper.to_domain_event)
 
     def admin_status(self, caller: Caller) -> dict[str, object]:
         """For company admins and operators: dependencies, backlogs, today's budget. Never memory text."""
@@ -233,6 +245,7 @@ class Engram:
                 "llm": "configured" if self.settings.llm_base_url else "not used (rule-based extraction)",
                 "hindsight": "configured" if self.settings.hindsight_url else "not used (SQL ranking, degraded)",
             },
+            "quarantined_events": self.quarantined(),
             "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag,
                          "hindsight_sync": self.syncer.backlog() if self.syncer else None},
             "budget_today": {**self.learning.budget.today(caller.company, today),
@@ -245,6 +258,10 @@ class Engram:
         for r in self.status():
             part = f',partition="{r["partition"]}"' if "partition" in r else ""
             lines.append(f'engram_projection_lag{{projection="{r["projection"]}"{part}}} {r["lag"]}')
+        lines.append("# HELP engram_quarantined_events Events a projection set aside because it could not apply them")
+        lines.append("# TYPE engram_quarantined_events gauge")
+        for name, n in self.quarantined().items():
+            lines.append(f'engram_quarantined_events{{projection="{name}"}} {n}')
         lines.append("# TYPE engram_inbox_receipts gauge")
         for state, n in sorted(self.learning.inbox.backlog().items()):
             lines.append(f'engram_inbox_receipts{{state="{state}"}} {n}')

@@ -68,6 +68,9 @@ def cmd_projections(args: argparse.Namespace) -> int:
                 part = f" partition {row['partition']:>3}" if "partition" in row else ""
                 print(f"{row['projection']:<10}{part} position {row['position']:>10}  head {row['head']:>10}  "
                       f"lag {row['lag']}")
+            for name, n in engram.quarantined().items():
+                if n:
+                    print(f"{name:<10} quarantined {n} event(s): see table engram_quarantine", file=sys.stderr)
         finally:
             engram.close()
         return 0
@@ -153,7 +156,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         engram.close()
         raise ValueError(f"unknown projections: {', '.join(unknown)}")
     worker = ProjectorWorker([engram.projections[n] for n in names], engram.app.factory.datastore,
-                             engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "",
+                             engram.decode, engram.settings.kafka_bootstrap or "",
                              engram.settings.kafka_partitions, keys=engram.app.keys)
     print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
     try:

@@ -43,6 +43,8 @@ def install(app: FastAPI) -> None:
         if any(f["field"] == "body" for f in fields) and any(e.get("type") == "missing" for e in errors):
             return problem(400, "missing_body", "Missing body", "a JSON body is required")
         detail = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
+        if any(e.get("type") == "invalid_time" for e in errors):
+            return problem(422, "invalid_time", "Time is not valid", detail, errors=fields)
         return problem(422, "validation_error", "Request is not valid", detail, errors=fields)
 
     @app.exception_handler(StarletteHTTPException)

@@ -2,11 +2,46 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import (
+    AwareDatetime,
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
 
+from domain.instant import InvalidTime, check_instant
 from domain.text import is_valid_id
+
+_AWARE = TypeAdapter(AwareDatetime)
+
+
+def _instant(value: Any) -> datetime:
+    """RFC 3339 with an offset, 1900-2200 in UTC: the domain's rule, reported as `invalid_time`."""
+    try:
+        if not isinstance(value, (str, datetime)):  # no epoch numbers: RFC 3339 text only
+            raise InvalidTime("not a time")
+        parsed = _AWARE.validate_python(value)
+        check_instant(parsed)
+    except (ValidationError, InvalidTime):
+        raise PydanticCustomError(
+            "invalid_time", "must be an RFC 3339 time with an offset, between 1900-01-01 and 2200-01-01 UTC"
+        ) from None
+    return parsed
+
+
+Instant = Annotated[datetime, PlainValidator(_instant),
+                    WithJsonSchema({"type": "string", "format": "date-time"})]
 
 def _printable(value: str) -> str:
     if not is_valid_id(value):
@@ -29,11 +64,11 @@ class RememberIn(BaseModel):
     text: StrictStr
     explicit: StrictBool = True
     source: SourceIn
-    occurred_at: AwareDatetime | None = None
+    occurred_at: Instant | None = None
     visibility: Literal["general", "restricted"] = "general"
     team: Id | None = None
-    valid_from: AwareDatetime | None = None
-    valid_to: AwareDatetime | None = None
+    valid_from: Instant | None = None
+    valid_to: Instant | None = None
 
 
 class ConfirmIn(BaseModel):
@@ -45,8 +80,8 @@ class ConfirmIn(BaseModel):
 class CorrectIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
     text: StrictStr
-    valid_from: AwareDatetime | None = None
-    valid_to: AwareDatetime | None = None
+    valid_from: Instant | None = None
+    valid_to: Instant | None = None
     reason: StrictStr | None = None
     acknowledge_sensitive: StrictBool = False
 
@@ -54,7 +89,7 @@ class CorrectIn(BaseModel):
 class RecallIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
     query: StrictStr = ""
-    as_of: AwareDatetime | None = None
+    as_of: Instant | None = None
     max_bytes: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 17_500
     limit: Annotated[int, Field(strict=True, ge=1, le=200)] = 20
 
@@ -95,7 +130,7 @@ class ReceiptIn(BaseModel):
     author: Literal["user", "assistant", "system", "tool"]
     text: StrictStr
     kind: Literal["message", "authorization_request", "input_request"] = "message"
-    occurred_at: AwareDatetime | None = None
+    occurred_at: Instant | None = None
     source: SourceIn
     visibility: Literal["general", "restricted"] = "general"
     team: Id | None = None

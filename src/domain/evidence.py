@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InvalidScope, InvalidText
+from .instant import check_instant
 from .text import validate_id
 
 
@@ -36,6 +37,9 @@ class Evidence:
     quote: str
     source: Source
     occurred_at: datetime | None
+
+    def __post_init__(self) -> None:
+        check_instant(self.occurred_at, "occurred_at")
 
     @classmethod
     def quoted(cls, quote: str, message: str, source: Source, occurred_at: datetime | None) -> Evidence:

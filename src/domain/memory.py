@@ -21,6 +21,7 @@ from .errors import (
     NotAConfirmedMemory,
     SensitiveAckRequired,
 )
+from .instant import check_instant
 from .scope import Scope
 
 PENDING = "pending_review"
@@ -37,6 +38,8 @@ REPLACE = "replace"
 
 
 def check_valid_time(valid_from: datetime | None, valid_to: datetime | None) -> None:
+    check_instant(valid_from, "valid_from")
+    check_instant(valid_to, "valid_to")
     if valid_from is not None and valid_to is not None and valid_to <= valid_from:
         raise InvalidValidTime("valid_to must be later than valid_from")
 

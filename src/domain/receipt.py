@@ -8,6 +8,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
+from .instant import check_instant
+
 MESSAGE = "message"
 STOPS_CAPTURE = ("authorization_request", "input_request")
 KINDS = (MESSAGE, *STOPS_CAPTURE)
@@ -97,6 +99,7 @@ class Receipt(Aggregate):
     def receive(cls, *, company: str, person: str, receipt_id: str, author: str, kind: str, text: str,
                 occurred_at: datetime | None, source: dict[str, Any], visibility: str, team: str | None,
                 ignored_because: str | None, at: datetime) -> Receipt:
+        check_instant(occurred_at, "occurred_at")
         state = IGNORED if ignored_because else QUEUED
         return cls._create(
             cls.Received, id=receipt_uuid(company, person, receipt_id), timestamp=at, company=company,

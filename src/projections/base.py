@@ -14,10 +14,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
+from eventsourcing import persistence
 from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from psycopg import Cursor
+from psycopg_pool import PoolTimeout
 
 from adapters.keystore import prefetched
 
@@ -35,6 +38,55 @@ CREATE TABLE IF NOT EXISTS engram_partition_tracking (
 """
 
 
+QUARANTINE = """
+CREATE TABLE IF NOT EXISTS engram_quarantine (
+    projection text NOT NULL,
+    notification_id bigint NOT NULL,
+    originator_id uuid,
+    topic text NOT NULL,
+    error text NOT NULL,
+    at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (projection, notification_id)
+);
+"""
+
+# The database or its connection failed, not the event: retry the batch, never set the event aside.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError, psycopg.InterfaceError, persistence.OperationalError, persistence.InterfaceError,
+    PoolTimeout,
+)
+
+
+class Undecodable:
+    """A stored event that could not be decoded; each projection quarantines it and moves on."""
+
+    def __init__(self, note: Any, error: BaseException) -> None:
+        self.notification_id = note.id
+        self.originator_id = note.originator_id
+        self.topic = note.topic
+        self.error = error
+
+
+def safe_decoder(decode: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Decode a stored event; one that cannot be read becomes an Undecodable instead of stopping a batch."""
+
+    def decode_or_mark(note: Any) -> Any:
+        try:
+            return decode(note)
+        except TRANSIENT:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any other failure is this one event's
+            return Undecodable(note, exc)
+
+    return decode_or_mark
+
+
+def error_name(exc: BaseException) -> str:
+    """What went wrong, without the message: a database message can quote the data it refused."""
+    sqlstate = getattr(getattr(exc, "diag", None), "sqlstate", None)
+    return f"{type(exc).__name__} {sqlstate}" if sqlstate else type(exc).__name__
+
+
 class View(PostgresTrackingRecorder):
     """A materialised view: its own tables plus one row of tracking."""
 
@@ -49,6 +101,7 @@ class View(PostgresTrackingRecorder):
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(self.ddl)
             curs.execute(PARTITION_TRACKING)
+            curs.execute(QUARANTINE)
             curs.execute(
                 f"INSERT INTO {self.tracking_table_name} (application_name, notification_id) "
                 "VALUES (%s, 0) ON CONFLICT DO NOTHING",
@@ -106,16 +159,52 @@ class EngramProjection(Projection[View]):
 
     def _apply_after(self, curs: Cursor[Any], position: int, items: Sequence[tuple[Any, Tracking]]) -> int:
         """Apply, as one batch, the events after `position`; skip watermarks (None), duplicates and
-        re-deliveries."""
-        self.begin()
+        re-deliveries. An event this projection cannot apply is quarantined, and the rest still flows."""
+        fresh = [(e, t) for e, t in items if e is not None and t.notification_id > position]
+        if not fresh:
+            return 0
+        try:
+            self._apply_in_savepoint(curs, fresh)
+            return len(fresh)
+        except TRANSIENT:
+            raise
+        except Exception:  # noqa: BLE001 - some event of the batch is bad: find it, one at a time
+            pass
         applied = 0
-        for event, tracking in items:
-            if event is None or tracking.notification_id <= position:
-                continue
-            self.apply(curs, event, tracking)
-            applied += 1
-        self.flush(curs)
+        for event, tracking in fresh:
+            try:
+                self._apply_in_savepoint(curs, [(event, tracking)])
+                applied += 1
+            except TRANSIENT:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                self.quarantine(curs, event, tracking, exc)
         return applied
+
+    def _apply_in_savepoint(self, curs: Cursor[Any], items: Sequence[tuple[Any, Tracking]]) -> None:
+        self.begin()
+        try:
+            with curs.connection.transaction():  # a savepoint: a failure undoes only these events
+                for event, tracking in items:
+                    if isinstance(event, Undecodable):
+                        raise event.error
+                    self.apply(curs, event, tracking)
+                self.flush(curs)
+        finally:
+            self.begin()
+
+    def quarantine(self, curs: Cursor[Any], event: Any, tracking: Tracking, exc: BaseException) -> None:
+        """Set an event aside with its position and the kind of error, never its content."""
+        originator = getattr(event, "originator_id", None)
+        topic = event.topic if isinstance(event, Undecodable) else f"{type(event).__module__}:{type(event).__qualname__}"
+        curs.execute(
+            "INSERT INTO engram_quarantine (projection, notification_id, originator_id, topic, error) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (projection, notification_id) DO UPDATE "
+            "SET error = EXCLUDED.error, at = now()",
+            (self.name, tracking.notification_id, originator, topic, error_name(exc)),
+        )
+        log.error("projection %s set event %d aside (%s); every other event still flows",
+                  self.name, tracking.notification_id, error_name(exc))
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         raise NotImplementedError
@@ -161,6 +250,7 @@ class EngramProjection(Projection[View]):
             self.view.lock_position(curs)
             curs.execute("SELECT 1 FROM engram_partition_tracking WHERE projection = %s FOR UPDATE", (self.name,))
             self.view.clear(curs)
+            curs.execute("DELETE FROM engram_quarantine WHERE projection = %s", (self.name,))
             position = 0
             while position < head:
                 notes = recorder.select_notifications(start=position, limit=1000, stop=head,

@@ -32,6 +32,7 @@ from domain.errors import (
 )
 from domain.evidence import Evidence, Source
 from domain.hints import SemanticHints
+from domain.instant import check_instant
 from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory
 from domain.receipt import Receipt
 from domain.directory import Directory
@@ -488,6 +489,7 @@ class MemoryService:
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:
         validate_text(query, self.max_text_bytes, allow_empty=True)
+        check_instant(as_of, "as_of")
         empty: dict[str, Any] = {"items": [], "degraded": self.semantic is None, "bytes": 0}
         mode = self.modes.mode(caller.company)
         if mode == OFF or (mode == SHADOW and caller.role == "bot"):
