@@ -55,3 +55,7 @@ class SensitiveAckRequired(DomainError):
 
 class Conflict(DomainError):
     code, status, title = "conflict", 409, "Changed concurrently; read it again and retry"
+
+
+class SourceRevoked(DomainError):
+    code, status, title = "source_revoked", 409, "The source was revoked"

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+from .errors import DomainError
 from .scope import GENERAL, Caller, Grants, Scope
+
+
+class BotNotRegistered(DomainError):
+    code, status, title = "bot_not_registered", 403, "Bot is not registered"
+
+
+def may_act(caller: Caller, grants: Grants) -> bool:
+    """A person acts for themself; a bot acts for them only while its company's directory registers it."""
+    return caller.role != "bot" or bool(caller.bot and grants.bot_registered)
+
+
+def require_may_act(caller: Caller, grants: Grants) -> None:
+    if not may_act(caller, grants):
+        raise BotNotRegistered("this bot is not registered in the company directory")
 
 
 def may_use(caller: Caller, scope: Scope, grants: Grants) -> bool:
@@ -18,7 +33,7 @@ def may_use(caller: Caller, scope: Scope, grants: Grants) -> bool:
         return False
     if caller.company != scope.company or caller.person != scope.person:
         return False
-    if caller.role == "bot" and not (caller.bot and grants.bot_registered):
+    if not may_act(caller, grants):
         return False
     if scope.source_id is not None and scope.source_id in grants.revoked_sources:
         return False

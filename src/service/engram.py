@@ -29,6 +29,7 @@ from domain.errors import (
     MemoryForgotten,
     NotFound,
     SensitiveAckRequired,
+    SourceRevoked,
 )
 from domain.evidence import Evidence, Source
 from domain.hints import SemanticHints
@@ -40,7 +41,7 @@ from domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, re
 from domain.rollout import ENABLED, OFF, SHADOW, EngramOff, Rollout
 from domain.scope import Caller, Grants, Scope
 from domain.text import validate_text
-from domain.visibility import may_use
+from domain.visibility import may_act, may_use, require_may_act
 from projections.governance import GovernanceQueries, Standing
 from projections.recall import RecallQueries
 from projections.sealing import unseal_from_view
@@ -137,6 +138,17 @@ class MemoryService:
             return True
         return (standing or self.standing(caller)).use_paused
 
+    def require_may_act(self, caller: Caller, standing: Standing | None = None) -> Standing:
+        """Every write and control: a bot only while registered in the directory (403 otherwise)."""
+        standing = standing or self.standing(caller)
+        if caller.role == "bot":
+            require_may_act(caller, self.grants(caller, standing))
+        return standing
+
+    def may_read(self, caller: Caller, standing: Standing | None = None) -> bool:
+        """Reads of a removed bot find nothing."""
+        return caller.role != "bot" or may_act(caller, self.grants(caller, standing))
+
     def admit(self, caller: Caller) -> None:
         """Refuse every call of a company whose rollout mode is off (recall answers empty instead)."""
         if self.modes.mode(caller.company) == OFF:
@@ -210,12 +222,15 @@ class MemoryService:
     ) -> dict[str, Any]:
         """Confirm exactly the stated text; a sensitive one becomes a candidate, a secret is refused."""
         self._refuse_administrative(caller)
+        standing = self.require_may_act(caller)
         self._text(text)
         verdict = refuse_secrets(self.policy, text)
         now = self.clock.now()
         origin = Source.of(source)
+        if origin.id in standing.revoked_sources:
+            raise SourceRevoked("this source was revoked; nothing from it is remembered")
         if visibility == "restricted":
-            self._check_restricted(caller, team, origin.id)
+            self._check_restricted(caller, team, origin.id, standing)
         evidence = [Evidence.quoted(text, text, origin, occurred_at or now).as_dict()]
         if verdict == SENSITIVE_CONTENT:
             candidate = self._create_memory(
@@ -230,9 +245,10 @@ class MemoryService:
         )
         return self.memory_view(memory)
 
-    def _check_restricted(self, caller: Caller, team: str | None, source_id: str) -> None:
+    def _check_restricted(self, caller: Caller, team: str | None, source_id: str,
+                          standing: Standing | None = None) -> None:
         """A restricted memory names a directory source, that source's team, and both must be held."""
-        standing = self.standing(caller)
+        standing = standing or self.standing(caller)
         directory = Directory.from_document(standing.directory)
         owner = directory.team_of(source_id)
         if owner is None or owner != team:
@@ -289,6 +305,7 @@ class MemoryService:
 
     def confirm(self, caller: Caller, memory_id: str, *, text: str | None, acknowledge_sensitive: bool) -> dict[str, Any]:
         self._refuse_administrative(caller)
+        self.require_may_act(caller)
         memory = self._load(caller, memory_id)
         if text is not None:
             self._text(text)
@@ -301,6 +318,7 @@ class MemoryService:
 
     def reject(self, caller: Caller, memory_id: str) -> dict[str, Any]:
         self._refuse_administrative(caller)
+        self.require_may_act(caller)
         memory = self._load(caller, memory_id)
         memory.reject(actor=caller.bot or caller.person, at=self.clock.now())
         self.save(memory)
@@ -320,6 +338,7 @@ class MemoryService:
         valid_to: datetime | None, reason: str | None, acknowledge_sensitive: bool = False,
     ) -> dict[str, Any]:
         self._refuse_administrative(caller)
+        self.require_may_act(caller)
         self._text(text)
         if reason is not None:
             validate_text(reason, self.max_text_bytes)
@@ -338,6 +357,7 @@ class MemoryService:
         then, so forget reloads and records again rather than report a conflict.
         """
         self._refuse_administrative(caller)
+        self.require_may_act(caller)
         for _attempt in range(5):
             memory = self._load(caller, memory_id)
             if memory.is_forgotten:
@@ -568,7 +588,7 @@ class MemoryService:
     def forget_status(self, caller: Caller, forget_id: str) -> dict[str, Any]:
         head, copies = self.queries.forget(forget_id)
         if head is None or head["company"] != caller.company or head["person"] != caller.person \
-                or caller.is_administrative:
+                or caller.is_administrative or not self.may_read(caller):
             raise NotFound("no such forget request")
         by_copy = {c["copy"]: c for c in copies}
         out = []

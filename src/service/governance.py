@@ -7,7 +7,7 @@ from typing import Any
 from eventsourcing.application import AggregateNotFoundError
 
 from domain.directory import CompanyDirectory, Directory, directory_id
-from domain.errors import Forbidden
+from domain.errors import Forbidden, NotFound
 from domain.scope import Caller
 from domain.settings import PersonSettings, settings_id
 from domain.text import validate_id
@@ -47,6 +47,8 @@ class GovernanceService:
         """An admin revokes for the whole company; a person (or their bot) for themself."""
         validate_id(source_id, "source id")
         everyone = caller.is_administrative
+        if not everyone:
+            self.memories.require_may_act(caller)
         aggregate = self._directory(caller.company)
         self.memories.tombstone("revoke", aggregate.id, caller.company, source_id=source_id,
                                 person=None if everyone else caller.person)
@@ -62,10 +64,13 @@ class GovernanceService:
             return PersonSettings.open(caller.company, caller.person, self.clock.now())
 
     def get_settings(self, caller: Caller) -> dict[str, bool]:
+        if not self.memories.may_read(caller):
+            raise NotFound("no settings for this caller")
         return self._settings(caller).document()
 
     def put_settings(self, caller: Caller, *, learning_paused: bool, use_paused: bool) -> dict[str, bool]:
         if caller.role == "bot":
+            self.memories.require_may_act(caller)
             raise Forbidden("a bot cannot change the person's controls")
         settings = self._settings(caller)
         settings.change(learning_paused=learning_paused, use_paused=use_paused, actor=caller.person,

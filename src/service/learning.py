@@ -65,6 +65,7 @@ class LearningService:
             from domain.errors import Forbidden
 
             raise Forbidden("administrative tokens do not send messages")
+        self.memories.require_may_act(caller)
         validate_text(text, self.memories.max_text_bytes, allow_empty=True)
         validate_id(receipt_id, "receipt_id")
         origin = Source.of(source)
@@ -121,7 +122,7 @@ class LearningService:
 
     def status(self, caller: Caller, receipt_id: str) -> dict[str, Any]:
         r = self._get(receipt_uuid(caller.company, caller.person, receipt_id))
-        if r is None or caller.is_administrative:
+        if r is None or caller.is_administrative or not self.memories.may_read(caller):
             raise NotFound("no such receipt")
         return self.receipt_view(r)
 
