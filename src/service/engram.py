@@ -31,6 +31,7 @@ from domain.errors import (
     SensitiveAckRequired,
     SourceRevoked,
 )
+from domain.bundle import fit
 from domain.evidence import Evidence, Source
 from domain.hints import SemanticHints
 from domain.instant import check_instant
@@ -46,7 +47,6 @@ from projections.governance import GovernanceQueries, Standing
 from projections.recall import RecallQueries
 from projections.sealing import unseal_from_view
 
-MAX_ITEM_BYTES = 6000
 PURGED_COPIES = ("event_store", "recall_view", "review_queue")
 
 
@@ -510,7 +510,7 @@ class MemoryService:
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:
         validate_text(query, self.max_text_bytes, allow_empty=True)
         check_instant(as_of, "as_of")
-        empty: dict[str, Any] = {"items": [], "degraded": self.semantic is None, "bytes": 0}
+        empty: dict[str, Any] = {"items": [], "degraded": False, "bytes": 0, "omitted": 0}
         mode = self.modes.mode(caller.company)
         if mode == OFF or (mode == SHADOW and caller.role == "bot"):
             return {**empty, "mode": mode}
@@ -539,13 +539,19 @@ class MemoryService:
         rows += [r for r in self.queries.search(terms=self.index.query_terms(caller.company, query),
                                                 limit=limit + 10, **filters) if str(r["memory_id"]) not in seen]
         items: list[dict[str, Any]] = []
-        total = 0
+        total = omitted = 0
         for row in rows:
+            if len(items) + omitted >= limit:
+                break
             if row["status"] != CONFIRMED or not may_use(caller, _row_scope(row), grants):
                 continue
             text, evidence = self._unsealed(row)
             if text is None:
                 continue
+            if total >= max_bytes:
+                omitted += 1  # the budget is spent: counted, never silently dropped
+                continue
+            text, evidence, size, truncated = fit(text, evidence, max_bytes - total)
             raw = float(row["score"] or 0.0)
             item = {
                 "id": str(row["memory_id"]), "kind": "memory", "text": text, "revision": row["revision"],
@@ -554,21 +560,18 @@ class MemoryService:
                 "evidence": evidence,
                 "score": raw if row.get("hinted") else round(raw / (raw + 1.0), 4),
             }
-            size = len(json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode())
-            if size > MAX_ITEM_BYTES or total + size > max_bytes:
-                continue
+            if truncated:
+                item["truncated"] = True
             items.append(item)
             total += size
-            if len(items) >= limit:
-                break
-        return {"items": items, "degraded": degraded, "bytes": total}
+        return {"items": items, "degraded": degraded, "bytes": total, "omitted": omitted}
 
     def _semantic_hints(self, caller: Caller, standing: Standing, grants: Grants,
                         query: str) -> tuple[SemanticHints, bool]:
-        """Ranking hints from the semantic index, and whether recall is degraded
-        (no index configured, or it was down or slower than the deadline)."""
+        """Ranking hints from the semantic index, and whether recall is degraded (an index is
+        configured but was down or slower than the deadline); without an index SQL ranks, undegraded."""
         if self.semantic is None or not query.strip():
-            return SemanticHints(), self.semantic is None
+            return SemanticHints(), False
         directory = Directory.from_document(standing.directory)
         scopes = [Scope(caller.company, caller.person)]
         scopes += [Scope(caller.company, caller.person, "restricted", directory.team_of(s), s)

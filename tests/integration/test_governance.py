@@ -193,7 +193,7 @@ def test_rollout_modes(settings, database, mode: str) -> None:
             if mode == "off":
                 assert r.status_code == 403 and r.json()["code"] == "engram_off"
                 assert c.post("/v1/recall", json={"query": "apricot"}, headers=bot).json() == {
-                    "items": [], "degraded": True, "bytes": 0, "mode": "off"}
+                    "items": [], "degraded": False, "bytes": 0, "omitted": 0, "mode": "off"}
             elif mode == "shadow":
                 assert r.status_code == 201
                 assert c.post("/v1/recall", json={"query": "apricot"}, headers=bot).json()["items"] == []
