@@ -13,8 +13,15 @@ from .errors import DomainError
 from .scope import Caller, Grants
 
 
+MAX_PEOPLE = 10_000  # distinct person ids across teams and sources: the directory is read on every request
+
+
 class InvalidDirectory(DomainError):
     code, status, title = "invalid_directory", 422, "Directory is not valid"
+
+
+class DirectoryTooLarge(DomainError):
+    code, status, title = "directory_too_large", 413, "Directory is too large"
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,13 @@ class Directory:
                 for b, v in (doc.get("bots") or {}).items()}
         return cls(teams, sources, bots)
 
+    def people(self) -> frozenset[str]:
+        return frozenset().union(*self.teams.values(), *(members for _team, members in self.sources.values()))
+
     def validate(self) -> None:
+        if len(self.people()) > MAX_PEOPLE:
+            raise DirectoryTooLarge(f"a directory holds at most {MAX_PEOPLE} distinct person ids across its "
+                                    "teams and sources")
         for source, (team, _members) in self.sources.items():
             if team not in self.teams:
                 raise InvalidDirectory(f"source {source!r} names a team that is not in the directory")

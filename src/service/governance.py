@@ -38,6 +38,7 @@ class GovernanceService:
     def put_directory(self, caller: Caller, document: dict[str, Any]) -> dict[str, Any]:
         self._require_admin(caller)
         directory = Directory.from_document(document)
+        directory.validate()  # size and references are refused before anything is read or stored
         aggregate = self._directory(caller.company)
         aggregate.replace(directory, actor=caller.person, at=self.clock.now())
         self.memories.save(aggregate)
