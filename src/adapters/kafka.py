@@ -18,17 +18,19 @@ from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.partitioner import murmur2
 from eventsourcing.persistence import Notification, Tracking
 
 from .keystore import prefetched
+from .outage import BROKER_ERRORS, DATABASE_ERRORS, Outage, drop_broken_connections, pause
 
 log = logging.getLogger("engram.kafka")
 
 EVENTS_TOPIC = "engram.events"
 TOMBSTONES_TOPIC = "engram.tombstones"
 WATERMARK = "engram-watermark"
+PROBE_TIMEOUT = 5.0  # seconds a liveness question to the broker may take
 
 RELAY_DDL = """
 CREATE TABLE IF NOT EXISTS engram_relay (
@@ -44,11 +46,11 @@ def partition_for(aggregate_id: Any, partitions: int) -> int:
     return (murmur2(str(aggregate_id).encode()) & 0x7FFFFFFF) % partitions
 
 
-async def ensure_topics(bootstrap: str, partitions: int) -> bool:
+async def ensure_topics(bootstrap: str, partitions: int, timeout_ms: int = 10_000) -> bool:
     """Create the topics if missing; True when the events topic had to be created."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
     try:
+        await admin.start()  # fails at once when nothing listens: callers retry, nobody waits here
         existing = set(await admin.list_topics())
         wanted = []
         if EVENTS_TOPIC not in existing:
@@ -84,6 +86,16 @@ def decode_message(msg: Any) -> tuple[Notification | None, int]:
                         topic=h["topic"], state=msg.value), nid
 
 
+async def _stop_quietly(*clients: Any) -> None:
+    """Close clients of a broker that may be gone; their errors say nothing new."""
+    for client in clients:
+        if client is not None:
+            try:
+                await client.stop()
+            except Exception:  # noqa: BLE001
+                pass
+
+
 class Relay:
     """Reads the notification log from its tracked position and publishes with acks=all.
 
@@ -93,11 +105,12 @@ class Relay:
     """
 
     def __init__(self, recorder: Any, datastore: Any, bootstrap: str, partitions: int, projections: Sequence[str],
-                 poll_interval: float = 0.5, batch: int = 500) -> None:
+                 poll_interval: float = 0.5, batch: int = 500, alive: Callable[[], None] | None = None) -> None:
         self.recorder, self.datastore = recorder, datastore
         self.bootstrap, self.partitions = bootstrap, partitions
         self.projections = list(projections)
         self.poll_interval, self.batch = poll_interval, batch
+        self.alive = alive or (lambda: None)  # called once per loop turn: a health check sees the loop run
         self.published = 0
         self._expected: dict[int, int] = {}
         self._wake = threading.Event()
@@ -150,50 +163,72 @@ class Relay:
                 stop.wait(self.poll_interval)
 
     async def run(self, stop: threading.Event) -> None:
-        self.create_tables()
-        listener = threading.Thread(target=self._listen, args=(stop,), daemon=True)
-        listener.start()
+        """Publish until `stop`; database and broker outages are waited out, never fatal."""
+        database, broker = Outage(log, "relay: database"), Outage(log, "relay: broker")
+        tables = False
+        listener: threading.Thread | None = None
         producer: AIOKafkaProducer | None = None
         checker: AIOKafkaConsumer | None = None
         last_check = 0.0
         while not stop.is_set():
+            self.alive()
             try:
+                if not tables:
+                    await asyncio.to_thread(self.create_tables)
+                    tables = True
+                if listener is None:
+                    listener = threading.Thread(target=self._listen, args=(stop,), daemon=True)
+                    listener.start()
                 if producer is None:
-                    created = await ensure_topics(self.bootstrap, self.partitions)
-                    if created and await asyncio.to_thread(self.position) > 0:
-                        safe = await asyncio.to_thread(self._rewind)
-                        log.warning("events topic was missing; re-publishing from %d", safe)
-                    producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
-                                                request_timeout_ms=10_000, linger_ms=2)
-                    await producer.start()
-                    checker = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
-                    await checker.start()
+                    producer, checker = await self._connect()
                 if time.monotonic() - last_check > 1.0:
                     last_check = time.monotonic()
                     await self._check_broker(checker)
-                if not await self._publish_batch(producer):
+                published = await self._publish_batch(producer)
+                database.ok()
+                broker.ok()
+                if not published:
                     await asyncio.to_thread(self._wake.wait, self.poll_interval)
                     self._wake.clear()
-            except (KafkaError, OSError, asyncio.TimeoutError) as e:
-                log.warning("broker unavailable (%s); retrying", type(e).__name__)
-                for client in (producer, checker):
-                    if client is not None:
-                        try:
-                            await client.stop()
-                        except Exception:  # noqa: BLE001
-                            pass
+            except DATABASE_ERRORS as e:
+                delay = database.failed(e)
+                await asyncio.to_thread(drop_broken_connections, self.datastore)
+                await pause(stop, delay)
+            except BROKER_ERRORS as e:
+                await _stop_quietly(producer, checker)
                 producer = checker = None
-                await asyncio.sleep(min(self.poll_interval * 2, 2.0))
-        for client in (producer, checker):
-            if client is not None:
-                await client.stop()
+                await pause(stop, broker.failed(e))
+        await _stop_quietly(producer, checker)
+
+    async def _connect(self) -> tuple[AIOKafkaProducer, AIOKafkaConsumer]:
+        created = await ensure_topics(self.bootstrap, self.partitions)
+        if created and await asyncio.to_thread(self.position) > 0:
+            safe = await asyncio.to_thread(self._rewind)
+            log.warning("events topic was missing; re-publishing from %d", safe)
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", request_timeout_ms=10_000,
+                                    linger_ms=2)
+        checker = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
+        try:
+            await producer.start()
+            await checker.start()
+        except BaseException:
+            await _stop_quietly(producer, checker)
+            raise
+        return producer, checker
 
     async def _check_broker(self, checker: AIOKafkaConsumer | None) -> None:
-        if checker is None or not self._expected:
+        """The broker answers (a broker error otherwise: the caller reconnects) and still holds all
+        this relay published (otherwise re-publish from the safe position)."""
+        if checker is None:
             return
-        tps = [TopicPartition(EVENTS_TOPIC, p) for p in range(self.partitions)]
-        ends = await checker.end_offsets(tps)
-        lost = [tp.partition for tp in tps if ends.get(tp, 0) < self._expected.get(tp.partition, 0)]
+        topics = await asyncio.wait_for(checker.topics(), PROBE_TIMEOUT)
+        lost: list[int] = []
+        if EVENTS_TOPIC not in topics:
+            lost = list(range(self.partitions))
+        elif self._expected:
+            tps = [TopicPartition(EVENTS_TOPIC, p) for p in range(self.partitions)]
+            ends = await asyncio.wait_for(checker.end_offsets(tps), PROBE_TIMEOUT)
+            lost = [tp.partition for tp in tps if ends.get(tp, 0) < self._expected.get(tp.partition, 0)]
         if lost:
             await ensure_topics(self.bootstrap, self.partitions)
             safe = await asyncio.to_thread(self._rewind)
@@ -206,21 +241,26 @@ class Relay:
         if not notes:
             return 0
         epoch = str(await asyncio.to_thread(self.epoch)).encode()
-        futures = []
-        for n in notes:
-            futures.append(await producer.send(
-                EVENTS_TOPIC, key=str(n.originator_id).encode(), value=n.state,
-                partition=partition_for(n.originator_id, self.partitions),
-                headers=[("topic", n.topic.encode()), ("version", str(n.originator_version).encode()),
-                         ("notification_id", str(n.id).encode()), ("epoch", epoch)],
-            ))
-        last = notes[-1].id
-        for p in range(self.partitions):
-            futures.append(await producer.send(EVENTS_TOPIC, key=None, value=b"", partition=p,
-                                               headers=[(WATERMARK, str(last).encode()), ("epoch", epoch)]))
+        futures: list[Any] = []
+        try:
+            for n in notes:
+                futures.append(await producer.send(
+                    EVENTS_TOPIC, key=str(n.originator_id).encode(), value=n.state,
+                    partition=partition_for(n.originator_id, self.partitions),
+                    headers=[("topic", n.topic.encode()), ("version", str(n.originator_version).encode()),
+                             ("notification_id", str(n.id).encode()), ("epoch", epoch)],
+                ))
+            last = notes[-1].id
+            for p in range(self.partitions):
+                futures.append(await producer.send(EVENTS_TOPIC, key=None, value=b"", partition=p,
+                                                   headers=[(WATERMARK, str(last).encode()), ("epoch", epoch)]))
+        finally:
+            acked = await asyncio.gather(*futures, return_exceptions=True)  # acks=all: the broker has them
+        failed = next((md for md in acked if isinstance(md, BaseException)), None)
+        if failed is not None:
+            raise failed
         first_in_batch: dict[int, int] = {}
-        for f in futures:
-            md = await f  # acks=all: the broker has it
+        for md in acked:
             first_in_batch[md.partition] = min(first_in_batch.get(md.partition, md.offset), md.offset)
         # Some brokers (tansu) report the end offset as the last batch's base + 1, so expect at least that.
         for partition, offset in first_in_batch.items():
@@ -234,13 +274,20 @@ class ProjectorWorker:
     """A consumer-group member: per partition, applies a batch and its tracking in one database
     transaction, then commits the offset. Duplicates and re-deliveries are dropped by the tracking."""
 
+    # A worker that dies without leaving the group loses its partitions after this long (Kafka's
+    # default broker accepts 6 s as the shortest session).
+    SESSION_TIMEOUT_MS = 6_000
+    HEARTBEAT_INTERVAL_MS = 1_000
+
     def __init__(self, projections: Sequence[Any], datastore: Any, decode: Callable[[Notification], Any],
-                 bootstrap: str, partitions: int, group: str | None = None, keys: Any = None) -> None:
+                 bootstrap: str, partitions: int, group: str | None = None, keys: Any = None,
+                 alive: Callable[[], None] | None = None) -> None:
         self.keys = keys
         self.projections = sorted(projections, key=lambda p: p.name)
         self.datastore, self.decode = datastore, decode
         self.bootstrap, self.partitions = bootstrap, partitions
         self.group = group or "engram-projectors-" + "+".join(p.name for p in self.projections)
+        self.alive = alive or (lambda: None)  # called once per loop turn: a health check sees the loop run
         self.applied = 0
         self._epochs: dict[int, int] = {}
         self.ready = threading.Event()  # set once the group has given this worker partitions
@@ -256,36 +303,79 @@ class ProjectorWorker:
                 applied += p.apply_partition_batch(curs, partition, items, upto)
         return applied
 
-    async def run(self, stop: threading.Event, after_apply: Callable[[], None] | None = None) -> None:
+    async def _join(self) -> AIOKafkaConsumer:
         await ensure_topics(self.bootstrap, self.partitions)
         consumer = AIOKafkaConsumer(EVENTS_TOPIC, bootstrap_servers=self.bootstrap, group_id=self.group,
                                     enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=500,
+                                    session_timeout_ms=self.SESSION_TIMEOUT_MS,
+                                    heartbeat_interval_ms=self.HEARTBEAT_INTERVAL_MS,
                                     fetch_max_wait_ms=25)  # low lag even where the broker does not wake fetches
-        await consumer.start()
+        try:
+            await consumer.start()
+        except BaseException:
+            await _stop_quietly(consumer)
+            raise
+        return consumer
+
+    async def run(self, stop: threading.Event, after_apply: Callable[[], None] | None = None) -> None:
+        """Project until `stop`; database and broker outages are waited out, never fatal."""
+        broker, stream = Outage(log, "worker: broker"), Outage(log, "worker: consumer")
+        applying = Outage(log, "worker: database")
+        consumer: AIOKafkaConsumer | None = None
+        last_probe = 0.0
         try:
             while not stop.is_set():
+                self.alive()
+                if consumer is None:
+                    try:
+                        consumer = await self._join()
+                    except BROKER_ERRORS as e:
+                        await pause(stop, broker.failed(e))
+                        continue
+                    broker.ok()
                 try:
                     batches = await consumer.getmany(timeout_ms=300)
                     if consumer.assignment():
                         self.ready.set()
-                    for tp, messages in batches.items():
-                        if not await self._apply_or_rewind(consumer, tp, messages):
+                    pending = list(batches.items())
+                    for i, (tp, messages) in enumerate(pending):
+                        outcome = await self._apply_or_rewind(consumer, tp, messages)
+                        if isinstance(outcome, BaseException):
+                            for later_tp, later in pending[i + 1:]:  # the database is away: read them all again
+                                consumer.seek(later_tp, later[0].offset)
+                            delay = applying.failed(outcome)
+                            await asyncio.to_thread(drop_broken_connections, self.datastore)
+                            await pause(stop, delay)
+                            break
+                        applying.ok()
+                        if not outcome:
                             continue
                         if after_apply is not None:
                             after_apply()
                         await consumer.commit({tp: messages[-1].offset + 1})  # only after the database commit
-                except KafkaError as e:
-                    log.warning("consumer error (%s); continuing", type(e).__name__)
-                    await asyncio.sleep(0.5)
+                    stream.ok()
+                    if time.monotonic() - last_probe > 2.0:
+                        last_probe = time.monotonic()
+                        await self._probe(consumer, broker)
+                except BROKER_ERRORS as e:  # a rebalance or a broker away; the consumer reconnects itself
+                    await pause(stop, stream.failed(e))
         finally:
-            try:
-                await consumer.stop()
-            except Exception:  # noqa: BLE001
-                pass
+            await _stop_quietly(consumer)
 
-    async def _apply_or_rewind(self, consumer: AIOKafkaConsumer, tp: TopicPartition, messages: Sequence[Any]) -> bool:
-        """Apply a partition batch. False when it must be read again (a newer relay epoch, or a database
-        error such as a deadlock victim): nothing is committed then, and the partition is re-read."""
+    @staticmethod
+    async def _probe(consumer: AIOKafkaConsumer, broker: Outage) -> None:
+        """The consumer reconnects by itself and says nothing; ask the broker, to log when it goes and comes."""
+        try:
+            await asyncio.wait_for(consumer.topics(), PROBE_TIMEOUT)
+        except BROKER_ERRORS as e:
+            broker.failed(e)
+        else:
+            broker.ok()
+
+    async def _apply_or_rewind(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
+                               messages: Sequence[Any]) -> bool | BaseException:
+        """Apply a partition batch. False when it must be read again because the relay re-published
+        (a newer epoch); the error when the database refused it (rolled back; the partition is re-read)."""
         newest = max(epoch_of(m) for m in messages)
         seen = self._epochs.get(tp.partition)
         self._epochs[tp.partition] = max(newest, seen or 0)
@@ -294,45 +384,126 @@ class ProjectorWorker:
             return False
         try:
             self.applied += await asyncio.to_thread(self.apply, tp.partition, messages)
-        except Exception as e:  # noqa: BLE001 - rolled back; read the same batch again
-            log.warning("applying partition %d failed (%s); retrying", tp.partition, type(e).__name__)
+        except Exception as e:  # noqa: BLE001 - an outage, a deadlock victim: nothing was kept
             consumer.seek(tp, messages[0].offset)
-            await asyncio.sleep(0.2)
-            return False
+            return e
         return True
 
 
 class PartitionSettle:
-    """Read-your-writes when projectors run elsewhere: wait until every projection has applied the
-    write's notification id on the partition its aggregate maps to."""
+    """Read-your-writes when projectors run elsewhere: a write is visible once every projection has
+    applied its notification id on the partition its aggregate maps to.
 
-    def __init__(self, datastore: Any, projections: Sequence[str], partitions: int, timeout: float = 30.0) -> None:
-        self.datastore, self.projections, self.partitions, self.timeout = datastore, list(projections), partitions, timeout
+    One watcher thread per process polls the positions for every waiting write, so a wait holds
+    neither a connection nor a thread of its own: `visible()` awaits on the event loop (the HTTP
+    layer), `settle_recordings()` blocks its caller (background jobs, the command line).
+    """
 
-    def lagging(self, wanted: dict[int, int]) -> bool:
-        with self.datastore.get_connection() as conn:
-            rows = conn.execute(
-                "SELECT projection, partition, notification_id FROM engram_partition_tracking "
-                "WHERE projection = ANY(%s) AND partition = ANY(%s)", (self.projections, list(wanted)),
-            ).fetchall()
-        have = {(r["projection"], r["partition"]): int(r["notification_id"]) for r in rows}
-        return any(have.get((p, part), 0) < nid for p in self.projections for part, nid in wanted.items())
+    defers = True  # MemoryService.save may leave the wait to the HTTP layer (service.pending_writes)
 
-    def settle_recordings(self, recordings: Sequence[Any]) -> None:
+    def __init__(self, datastore: Any, projections: Sequence[str], partitions: int, timeout: float = 5.0,
+                 poll: float = 0.005) -> None:
+        self.datastore, self.projections, self.partitions = datastore, list(projections), partitions
+        self.timeout, self.poll = timeout, poll
+        self._waiters: dict[int, tuple[dict[int, int], Callable[[], None]]] = {}
+        self._next = 0
+        self._cond = threading.Condition()
+        self._watching = False
+        self._database = Outage(log, "visibility watcher: database")
+
+    def wanted(self, recordings: Sequence[Any]) -> dict[int, int]:
+        """Per partition, the notification id every projection must reach."""
         wanted: dict[int, int] = {}
         for r in recordings:
             part = partition_for(r.notification.originator_id, self.partitions)
             wanted[part] = max(wanted.get(part, 0), r.notification.id)
+        return wanted
+
+    def positions(self, partitions: Sequence[int]) -> dict[int, int]:
+        """Per partition, the lowest position of any projection (0 where one has none yet)."""
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                "SELECT projection, partition, notification_id FROM engram_partition_tracking "
+                "WHERE projection = ANY(%s) AND partition = ANY(%s)", (self.projections, list(partitions)),
+            ).fetchall()
+        have = {(r["projection"], r["partition"]): int(r["notification_id"]) for r in rows}
+        return {part: min(have.get((p, part), 0) for p in self.projections) for part in partitions}
+
+    def settle_recordings(self, recordings: Sequence[Any]) -> bool:
+        """Wait in the calling thread; False when the write was not visible within the timeout."""
+        wanted = self.wanted(recordings)
         if not wanted:
-            return
-        deadline = time.monotonic() + self.timeout
-        pause = 0.002
-        while self.lagging(wanted):
-            if time.monotonic() > deadline:
-                log.warning("projectors are lagging; answering before the write is visible everywhere")
-                return
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+            return True
+        seen = threading.Event()
+        key = self._watch(wanted, seen.set)
+        try:
+            if seen.wait(self.timeout):
+                return True
+            log.warning("projectors are lagging; answering before the write is visible everywhere")
+            return False
+        finally:
+            self._unwatch(key)
+
+    async def visible(self, recordings: Sequence[Any], timeout: float) -> bool:
+        """Wait on the running event loop, holding no thread; False when not visible within `timeout`."""
+        wanted = self.wanted(recordings)
+        if not wanted:
+            return True
+        loop = asyncio.get_running_loop()
+        seen = asyncio.Event()
+        key = self._watch(wanted, lambda: loop.call_soon_threadsafe(seen.set))
+        try:
+            await asyncio.wait_for(seen.wait(), max(timeout, 0.0))
+            return True
+        except (asyncio.TimeoutError, TimeoutError):
+            return False
+        finally:
+            self._unwatch(key)
+
+    def _watch(self, wanted: dict[int, int], wake: Callable[[], None]) -> int:
+        with self._cond:
+            self._next += 1
+            self._waiters[self._next] = (wanted, wake)
+            if not self._watching:
+                self._watching = True
+                threading.Thread(target=self._watch_positions, name="engram-visibility", daemon=True).start()
+            self._cond.notify()
+            return self._next
+
+    def _unwatch(self, key: int) -> None:
+        with self._cond:
+            self._waiters.pop(key, None)
+
+    def _watch_positions(self) -> None:
+        pause_for = self.poll
+        while True:
+            with self._cond:
+                if not self._waiters:
+                    self._cond.wait(1.0)
+                    if not self._waiters:  # idle: the next waiter starts a new watcher
+                        self._watching = False
+                        return
+                waiting = dict(self._waiters)
+            try:
+                have = self.positions(sorted({p for wanted, _ in waiting.values() for p in wanted}))
+                self._database.ok()
+            except Exception as e:  # noqa: BLE001 - waiters time out on their own; keep watching
+                time.sleep(self._database.failed(e))
+                continue
+            woke = False
+            for key, (wanted, wake) in waiting.items():
+                if all(have[p] >= nid for p, nid in wanted.items()):
+                    self._unwatch(key)
+                    woke = True
+                    try:
+                        wake()
+                    except RuntimeError:  # its event loop is closed: nobody waits any more
+                        pass
+            # Fresh waiters are checked at once; a stalled projector is polled ever less often.
+            pause_for = self.poll if woke else min(pause_for * 2, 0.05)
+            with self._cond:
+                if self._cond.wait(pause_for):
+                    pause_for = self.poll
 
     def start(self) -> None:
         pass

@@ -47,6 +47,8 @@ from projections.governance import GovernanceQueries, Standing
 from projections.recall import RecallQueries
 from projections.sealing import unseal_from_view
 
+from .pending_writes import collector
+
 PURGED_COPIES = ("event_store", "recall_view", "review_queue")
 
 
@@ -165,7 +167,11 @@ class MemoryService:
             recordings = self.app.save(*aggregates)
         except RecordConflictError:
             raise Conflict("the memory changed while this request was handled") from None
-        self.projector.settle_recordings(recordings)
+        pending = collector()
+        if pending is not None and getattr(self.projector, "defers", False):
+            pending.add(recordings)  # the HTTP layer waits for visibility without holding this thread
+        else:
+            self.projector.settle_recordings(recordings)
 
     def _load(self, caller: Caller, memory_id: str) -> Memory:
         """Load a memory the caller may use; anything else is indistinguishable from absent."""
@@ -327,9 +333,10 @@ class MemoryService:
 
     def _shred_closed_candidate(self, memory: Memory, kind: str) -> None:
         """After a candidate's Rejected or Expired event is recorded: destroy its key and its
-        receipt's text. Recorded first, so a confirm that wins the race keeps its key."""
-        self.keys.destroy(memory.id, memory.company, self.clock.now())
+        receipt's text. Recorded first, so a confirm that wins the race keeps its key. The tombstone
+        goes before the key: if it cannot be recorded the key stays, and the sweeper's repair retries."""
         self.tombstone(kind, memory.id, memory.company, person=memory.person)
+        self.keys.destroy(memory.id, memory.company, self.clock.now())
         if memory.receipt:
             self.clear_receipt_payload(UUID(memory.receipt), f"candidate_{kind}")
 
@@ -351,8 +358,9 @@ class MemoryService:
         return self.memory_view(memory)
 
     def forget(self, caller: Caller, memory_id: str) -> dict[str, Any]:
-        """Destroy the key first (use stops at once), then record the content-free event.
+        """Record the tombstone, destroy the key (use stops at once), then record the content-free event.
 
+        The tombstone comes first so a forget that cannot record it changes nothing and can be retried.
         A concurrent write can win the race for the next version; the key is already gone
         then, so forget reloads and records again rather than report a conflict.
         """
@@ -361,11 +369,13 @@ class MemoryService:
         for _attempt in range(5):
             memory = self._load(caller, memory_id)
             if memory.is_forgotten:
+                if memory.receipt:  # an earlier attempt may have stopped before clearing it
+                    self.clear_receipt_payload(UUID(memory.receipt), "memory_forgotten")
                 return {"forget_id": memory.forget_id, "status": self._forget_status(memory.forget_id)}
             now = self.clock.now()
-            destroyed_at = self.keys.destroy(memory.id, memory.company, now)
             forget_id = "fg-" + uuid4().hex
             self.tombstone("forget", memory.id, memory.company, person=memory.person, forget_id=forget_id)
+            destroyed_at = self.keys.destroy(memory.id, memory.company, now)
             memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at,
                           actor=caller.bot or caller.person, at=now)
             try:
@@ -379,7 +389,7 @@ class MemoryService:
         raise Conflict("the memory kept changing; its key is destroyed, retry to record the forget")
 
     def clear_receipt_payload(self, receipt_id: UUID, why: str) -> bool:
-        """Destroy a receipt's key (its text in every copy), then record that it is gone."""
+        """Tombstone, destroy a receipt's key (its text in every copy), then record that it is gone."""
         try:
             receipt = self.app.repository.get(receipt_id)
         except AggregateNotFoundError:
@@ -387,8 +397,8 @@ class MemoryService:
         if not isinstance(receipt, Receipt) or receipt.cleared:
             return False
         now = self.clock.now()
-        self.keys.destroy(receipt.id, receipt.company, now)
         self.tombstone("receipt_cleared", receipt.id, receipt.company, why=why)
+        self.keys.destroy(receipt.id, receipt.company, now)
         receipt.clear_payload(why, now)
         try:
             self.save(receipt)

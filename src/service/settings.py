@@ -40,6 +40,9 @@ class Settings:
     worker_interval: float = field(default_factory=lambda: _float("ENGRAM_WORKER_INTERVAL", 1.0))
     kafka_bootstrap: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_KAFKA_BOOTSTRAP") or None)
     kafka_partitions: int = field(default_factory=lambda: int(_float("ENGRAM_KAFKA_PARTITIONS", 8)))
+    # distributed mode: how long a write waits for the workers before answering 202 with visible: false
+    visibility_timeout: float = field(default_factory=lambda: _float("ENGRAM_VISIBILITY_TIMEOUT", 5.0))
     hindsight_url: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_HINDSIGHT_URL") or None)
     hindsight_deadline_ms: float = field(default_factory=lambda: _float("ENGRAM_HINDSIGHT_DEADLINE_MS", 150))
     pool_size: int = field(default_factory=lambda: int(_float("ENGRAM_DB_POOL_SIZE", 8)))
+    max_token_days: float = field(default_factory=lambda: _float("ENGRAM_MAX_TOKEN_DAYS", 30))
