@@ -20,7 +20,9 @@ from adapters.extractors import OpenAIExtractor, RuleExtractor
 from adapters.hindsight import HindsightClient
 from adapters.tombstones import Fence, FileJournal, KafkaJournal
 from adapters.crypto import MasterKey
-from adapters.database import Database, EmbeddedPostgres
+from adapters.availability import UNAVAILABLE_ERRORS, Availability
+from adapters.database import Database, EmbeddedPostgres, GuardedDatastore
+from adapters.outage import Outage
 from domain.clock import Clock
 from domain.errors import Forbidden
 from domain.rollout import Rollout
@@ -69,6 +71,7 @@ class Sweeper:
         self.task, self.interval = task, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="engram-sweeper", daemon=True)
+        self._outage = Outage(log, f"database (sweep {getattr(task, '__qualname__', 'task')})", first=interval)
 
     def start(self) -> None:
         self._thread.start()
@@ -78,11 +81,17 @@ class Sweeper:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        delay = self.interval
+        while not self._stop.wait(delay):
+            delay = self.interval
             try:
                 self.task()
-            except Exception:  # noqa: BLE001 - housekeeping must outlive a database hiccup
+            except UNAVAILABLE_ERRORS as exc:  # an outage: one line when it starts, a growing pause meanwhile
+                delay = max(self.interval, self._outage.failed(exc))
+                continue
+            except Exception:  # noqa: BLE001 - housekeeping must outlive a bad item
                 log.exception("sweep failed; will retry")
+            self._outage.ok()
 
 
 @dataclass
@@ -153,7 +162,8 @@ class Engram:
         if settings.kafka_bootstrap:
             from adapters.kafka import PartitionSettle
 
-            settler = PartitionSettle(datastore, list(projections), settings.kafka_partitions)
+            settler = PartitionSettle(datastore, list(projections), settings.kafka_partitions,
+                                      timeout=settings.visibility_timeout)
         service = MemoryService(
             app, settler, RecallQueries(datastore), index, clock or Clock(),
             max_text_bytes=settings.max_text_bytes,
@@ -222,8 +232,17 @@ class Engram:
             found = {r["projection"]: int(r["n"]) for r in rows}
         return {name: found.get(name, 0) for name in self.projections}
 
+    @property
+    def availability(self) -> Availability:
+        return self.datastore.availability
+
+    @property
+    def datastore(self) -> GuardedDatastore:
+        return self.app.factory.datastore  # type: ignore[attr-defined, no-any-return]
+
     def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
-        return self.projections[name].rebuild(self.app.recorder, self.decode, progress, keys=self.app.keys)
+        with self.datastore.long_running():  # one transaction over every event: no request timeouts
+            return self.projections[name].rebuild(self.app.recorder, self.decode, progress, keys=self.app.keys)
 
     @property
     def decode(self) -> Callable[[Any], Any]:
@@ -243,7 +262,7 @@ class Engram:
                 "database": "ok",
                 "kafka": "configured" if self.settings.kafka_bootstrap else "not used (in-process projectors)",
                 "llm": "configured" if self.settings.llm_base_url else "not used (rule-based extraction)",
-                "hindsight": "configured" if self.settings.hindsight_url else "not used (SQL ranking, degraded)",
+                "hindsight": "configured" if self.settings.hindsight_url else "not used (SQL ranking)",
             },
             "quarantined_events": self.quarantined(),
             "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag,
@@ -272,7 +291,8 @@ class Engram:
     def restore_fence(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
         from service.restore import apply_fence
 
-        return apply_fence(self, progress)
+        with self.datastore.long_running():
+            return apply_fence(self, progress)
 
     def close(self) -> None:
         for sweeper in self.sweepers:

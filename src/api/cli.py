@@ -31,6 +31,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not settings.token_secret:
         print("ENGRAM_TOKEN_SECRET is not set: using a development secret derived from the data "
               "directory's master key; `engram token` uses the same one.", file=sys.stderr)
+    if settings.kafka_bootstrap:
+        _quiet_kafka_client()
     engram = Engram.open(settings)
     mode = "external PostgreSQL" if engram.embedded is None else f"embedded PostgreSQL in {engram.embedded.pgdata}"
     print(f"engram: {mode}; serving on http://{args.host}:{args.port}", file=sys.stderr)
@@ -39,7 +41,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
-                    log_level="warning", access_log=False)
+                    log_level="warning", access_log=False,
+                    timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
     finally:
         engram.close()
     return 0
@@ -47,6 +50,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_token(args: argparse.Namespace) -> int:
     settings = _settings()
+    if args.hours > settings.max_token_days * 24:
+        raise ValueError(f"--hours may be at most {settings.max_token_days * 24:g} (ENGRAM_MAX_TOKEN_DAYS)")
     print(issue_token(token_secret(settings), company=args.company, user=args.user, role=args.role,
                       bot=args.bot, entry=args.entry, ttl=timedelta(hours=args.hours)))
     return 0
@@ -132,12 +137,39 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_kafka_client() -> None:
+    # aiokafka logs an error per reconnect attempt; relay, workers and journal log one line per outage
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+
+def _alive_file(path: str | None):  # noqa: ANN202
+    """Touches `path` (at most once a second) each time the loop turns; a health check reads its age."""
+    if not path:
+        return None
+    import contextlib
+    import time
+    from pathlib import Path
+
+    target, last = Path(path), [time.monotonic()]
+    target.touch()  # an unwritable path fails here, at start, not inside the loop
+
+    def beat() -> None:
+        if time.monotonic() - last[0] >= 1.0:
+            last[0] = time.monotonic()
+            with contextlib.suppress(OSError):
+                target.touch()
+
+    return beat
+
+
 def cmd_relay(args: argparse.Namespace) -> int:
     from adapters.kafka import Relay
 
+    _quiet_kafka_client()
     engram = _distributed_engram()
     relay = Relay(engram.app.recorder, engram.app.factory.datastore, engram.settings.kafka_bootstrap or "",
-                  engram.settings.kafka_partitions, list(engram.projections), poll_interval=engram.settings.poll_interval)
+                  engram.settings.kafka_partitions, list(engram.projections), poll_interval=engram.settings.poll_interval,
+                  alive=_alive_file(args.alive_file))
     print(f"engram relay: publishing to {engram.settings.kafka_bootstrap}", file=sys.stderr)
     try:
         return _run_until_signalled(relay.run)
@@ -148,6 +180,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from adapters.kafka import ProjectorWorker
 
+    _quiet_kafka_client()
     engram = _distributed_engram()
     names = ([n.strip() for n in args.projections.split(",") if n.strip()] if args.projections
              else list(engram.projections))  # with Hindsight configured, its sync wishes too
@@ -157,7 +190,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise ValueError(f"unknown projections: {', '.join(unknown)}")
     worker = ProjectorWorker([engram.projections[n] for n in names], engram.app.factory.datastore,
                              engram.decode, engram.settings.kafka_bootstrap or "",
-                             engram.settings.kafka_partitions, keys=engram.app.keys)
+                             engram.settings.kafka_partitions, keys=engram.app.keys,
+                             alive=_alive_file(args.alive_file))
     print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
     try:
         return _run_until_signalled(worker.run)
@@ -191,8 +225,12 @@ def parser() -> argparse.ArgumentParser:
                     help="replay all tombstones, then rebuild every projection")
     rs.set_defaults(func=cmd_restore)
 
-    sub.add_parser("relay", help="publish stored events to Kafka").set_defaults(func=cmd_relay)
+    alive_help = "touch this file while the loop runs (a container health check reads its age)"
+    r = sub.add_parser("relay", help="publish stored events to Kafka")
+    r.add_argument("--alive-file", help=alive_help)
+    r.set_defaults(func=cmd_relay)
     w = sub.add_parser("worker", help="apply events from Kafka to read models")
+    w.add_argument("--alive-file", help=alive_help)
     w.add_argument("--projections", help=f"comma-separated, default all: {','.join(PROJECTIONS)}"
                                          ",hindsight_sync (when ENGRAM_HINDSIGHT_URL is set)")
     w.set_defaults(func=cmd_worker)

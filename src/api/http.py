@@ -2,52 +2,166 @@
 
 
 import json
+from datetime import timedelta
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from starlette.middleware.base import BaseHTTPMiddleware
+from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from domain.errors import Forbidden
 from domain.scope import Caller
 from service.engram import MemoryService
 from service.governance import GovernanceService
 
-from . import problems
+from . import consistency, problems, reference
 from .bootstrap import Engram
 from .exports import to_markdown
+from .reference import (
+    AdminStatus,
+    CandidateList,
+    CandidateOut,
+    DirectoryOut,
+    ExportOut,
+    ForgetAccepted,
+    ForgetStatus,
+    Health,
+    History,
+    MemoryList,
+    MemoryOut,
+    ReceiptState,
+    RecallOut,
+    Rejected,
+    Revocation,
+    SettingsOut,
+    answers,
+)
 from .identity import caller_from_token
 from .schemas import ConfirmIn, CorrectIn, DirectoryIn, ReceiptIn, RecallIn, RememberIn, SettingsIn
 
 MAX_BODY_BYTES = 1024 * 1024
 
 
-class BodyLimit(BaseHTTPMiddleware):
-    async def dispatch(self, request: Request, call_next: Any) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return problems.problem(413, "body_too_large", "Body too large",
-                                    f"request bodies are limited to {MAX_BODY_BYTES} bytes")
-        return await call_next(request)
+class BodyLimit:
+    """Pure ASGI: no request body larger than `limit` bytes gets past here, however it is sent.
+
+    A declared Content-Length over the limit is answered at once, without reading any of the body.
+    Otherwise (a chunked body, or one within its declared length) the bytes actually received are
+    counted while the body is taken in, before authentication and parsing; as soon as the count
+    passes the limit the answer is 413 and the connection is closed without reading the rest.
+    The body is at most `limit` bytes here, which the application would hold in full anyway.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = transfer = None
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                length = value.strip()
+            elif name == b"transfer-encoding":
+                transfer = value
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            await self._refuse(scope, send)
+            return
+        if transfer is None and (length is None or length == b"0"):
+            await self.app(scope, receive, send)  # no body
+            return
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(scope, send)
+                return
+            parts.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(parts)
+        del parts
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed, body
+            if not replayed:
+                replayed = True
+                message, body = {"type": "http.request", "body": body, "more_body": False}, b""
+                return message
+            return await receive()  # after the body: only http.disconnect
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        response = problems.problem(413, "body_too_large", "Body too large",
+                                    f"request bodies are limited to {self.limit} bytes")
+        response.headers["Connection"] = "close"  # the server stops reading and closes
+        await response(scope, _no_body, send)
+
+
+async def _no_body() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class JsonRoute(APIRoute):
+    """A route that reads a JSON body answers 415 to a non-empty body declared as anything else,
+    before authentication (the body is within the limit already). A body sent without any
+    Content-Type is read as JSON: see tests/integration/test_http_edge.py for why."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def checked(request: Request) -> Response:
+            content_type = request.headers.get("content-type")
+            if content_type and not _is_json(content_type) and await request.body():
+                return problems.problem(415, "unsupported_media_type", "Unsupported media type",
+                                        "send the request body as application/json")
+            return await handler(request)
+
+        return checked
 
 
 PathId = Annotated[str, PathParam(max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 def create_app(engram: Engram, token_secret: str) -> FastAPI:
-    app = FastAPI(title="Engram", version="1", docs_url=None, redoc_url=None)
+    app = FastAPI(title="Engram", version="1", docs_url=None, redoc_url=None, strict_content_type=False)
+    app.router.route_class = JsonRoute
     app.add_middleware(BodyLimit)
     problems.install(app)
+    reference.install(app)  # /openapi.json with problems and the bearer scheme; /docs without a CDN
+    consistency.install(app, engram.service)  # read-your-writes: 202 + visible: false when stalled
     app.state.engram = engram
 
     def service() -> MemoryService:
         return engram.service
 
-    def any_caller(request: Request) -> Caller:
+    max_token_lifetime = timedelta(days=engram.settings.max_token_days)
+
+    def any_caller(request: Request, _scheme: Annotated[Any, Security(reference.BEARER)]) -> Caller:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        return caller_from_token(token_secret, token.strip() if scheme.lower() == "bearer" else None)
+        return caller_from_token(token_secret, token.strip() if scheme.lower() == "bearer" else None,
+                                 max_lifetime=max_token_lifetime)
 
     def admitted_caller(who: Annotated[Caller, Depends(any_caller)]) -> Caller:
         engram.service.admit(who)
@@ -65,12 +179,25 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
     Admin = Annotated[Caller, Depends(admin_caller)]
     Svc = Annotated[MemoryService, Depends(service)]
 
-    @app.get("/healthz")
-    def healthz() -> dict[str, Any]:
-        engram.app.recorder.max_notification_id()
+    # Liveness never touches the database (async: not even a worker thread), so an outage can't fail it.
+    @app.get("/healthz", responses=answers({200: Health}))
+    async def healthz() -> dict[str, Any]:
         return {"status": "ok"}
 
-    @app.post("/v1/memories", status_code=201)
+    @app.get("/livez", responses=answers({200: Health}))
+    async def livez() -> dict[str, Any]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", responses=answers({200: Health}, 503))
+    async def readyz() -> Any:
+        availability = engram.availability
+        if availability.up and await run_in_threadpool(availability.ready):
+            return {"status": "ready"}
+        return problems.unavailable()
+
+    @app.post("/v1/memories", status_code=201, responses=answers(
+        {201: (MemoryOut, "Remembered"), 200: (MemoryOut, "Already remembered from this source: the stored memory"),
+         202: (CandidateOut, "Sensitive: a candidate awaiting review (or stored, not yet visible)")}, 403, 409))
     def remember(body: RememberIn, who: Who, svc: Svc) -> Any:
         memory = svc.remember(
             who, text=body.text, source=body.source.model_dump(), occurred_at=body.occurred_at,
@@ -80,7 +207,7 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
             return JSONResponse(jsonable(memory), status_code=202)
         return memory
 
-    @app.get("/v1/memories")
+    @app.get("/v1/memories", responses=answers({200: MemoryList}, 400))
     def list_memories(
         who: Who, svc: Svc,
         q: Annotated[str | None, Query(max_length=1024)] = None,
@@ -90,89 +217,91 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
     ) -> Any:
         return svc.list_memories(who, q=q, limit=limit, cursor=cursor, status=status)
 
-    @app.get("/v1/memories/{memory_id}")
-    def get_memory(memory_id: str, who: Who, svc: Svc) -> Any:
+    @app.get("/v1/memories/{memory_id}", responses=answers({200: MemoryOut}, 404))
+    def get_memory(memory_id: PathId, who: Who, svc: Svc) -> Any:
         return svc.get(who, memory_id)
 
-    @app.get("/v1/memories/{memory_id}/history")
-    def history(memory_id: str, who: Who, svc: Svc) -> Any:
+    @app.get("/v1/memories/{memory_id}/history", responses=answers({200: History}, 404))
+    def history(memory_id: PathId, who: Who, svc: Svc) -> Any:
         return svc.history(who, memory_id)
 
-    @app.post("/v1/memories/{memory_id}/correct")
-    def correct(memory_id: str, body: CorrectIn, who: Who, svc: Svc) -> Any:
+    @app.post("/v1/memories/{memory_id}/correct", responses=answers({200: MemoryOut}, 403, 404, 409))
+    def correct(memory_id: PathId, body: CorrectIn, who: Who, svc: Svc) -> Any:
         return svc.correct(who, memory_id, text=body.text, valid_from=body.valid_from,
                            valid_to=body.valid_to, reason=body.reason, acknowledge_sensitive=body.acknowledge_sensitive)
 
-    @app.post("/v1/memories/{memory_id}/forget", status_code=202)
-    def forget(memory_id: str, who: Who, svc: Svc) -> Any:
+    @app.post("/v1/memories/{memory_id}/forget", status_code=202,
+              responses=answers({202: ForgetAccepted}, 403, 404, 409))
+    def forget(memory_id: PathId, who: Who, svc: Svc) -> Any:
         return svc.forget(who, memory_id)
 
-    @app.get("/v1/forgets/{forget_id}")
+    @app.get("/v1/forgets/{forget_id}", responses=answers({200: ForgetStatus}, 404))
     def forget_status(forget_id: PathId, who: Who, svc: Svc) -> Any:
         return svc.forget_status(who, forget_id)
 
-    @app.get("/v1/candidates")
+    @app.get("/v1/candidates", responses=answers({200: CandidateList}))
     def candidates(who: Who, svc: Svc) -> Any:
         return svc.candidates(who)
 
-    @app.post("/v1/candidates/{memory_id}/confirm")
-    def confirm(memory_id: str, who: Who, svc: Svc, body: ConfirmIn | None = None) -> Any:
+    @app.post("/v1/candidates/{memory_id}/confirm", responses=answers({200: MemoryOut}, 403, 404, 409))
+    def confirm(memory_id: PathId, who: Who, svc: Svc, body: ConfirmIn | None = None) -> Any:
         body = body or ConfirmIn()
         return svc.confirm(who, memory_id, text=body.text, acknowledge_sensitive=body.acknowledge_sensitive)
 
-    @app.post("/v1/candidates/{memory_id}/reject")
-    def reject(memory_id: str, who: Who, svc: Svc) -> Any:
+    @app.post("/v1/candidates/{memory_id}/reject", responses=answers({200: Rejected}, 403, 404, 409))
+    def reject(memory_id: PathId, who: Who, svc: Svc) -> Any:
         return svc.reject(who, memory_id)
 
-    @app.post("/v1/recall")
+    @app.post("/v1/recall", responses=answers({200: RecallOut}))
     def recall(body: RecallIn, who: Anyone, svc: Svc) -> Response:
         result = svc.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit)
         # The service answers in plain JSON types; skip the generic encoder on the hot path.
         return Response(json.dumps(result, ensure_ascii=False, separators=(",", ":")), media_type="application/json")
 
-    @app.get("/v1/export")
+    @app.get("/v1/export", responses={
+        200: {"model": ExportOut, "content": {"text/markdown": {"schema": {"type": "string"}}}}})
     def export(who: Who, svc: Svc, format: Literal["json", "markdown"] = "json") -> Any:  # noqa: A002
         data = svc.export(who)
         if format == "markdown":
             return PlainTextResponse(to_markdown(data), media_type="text/markdown; charset=utf-8")
         return JSONResponse(jsonable(data))
 
-    @app.post("/v1/receipts", status_code=202)
+    @app.post("/v1/receipts", status_code=202, responses=answers({202: ReceiptState}, 403))
     def receive(body: ReceiptIn, who: Who) -> Any:
         return engram.learning.receive(
             who, receipt_id=body.receipt_id, author=body.author, kind=body.kind, text=body.text,
             occurred_at=body.occurred_at, source=body.source.model_dump(), visibility=body.visibility, team=body.team,
         )
 
-    @app.get("/v1/receipts/{receipt_id}")
+    @app.get("/v1/receipts/{receipt_id}", responses=answers({200: ReceiptState}, 404))
     def receipt_status(receipt_id: PathId, who: Who) -> Any:
         return engram.learning.status(who, receipt_id)
 
-    @app.get("/v1/admin/status")
+    @app.get("/v1/admin/status", responses=answers({200: AdminStatus}, 403))
     def admin_status(who: Anyone) -> Any:
         return engram.admin_status(who)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     def metrics() -> PlainTextResponse:
         return PlainTextResponse(engram.metrics(), media_type="text/plain; version=0.0.4")
 
-    @app.get("/v1/admin/directory")
+    @app.get("/v1/admin/directory", responses=answers({200: DirectoryOut}, 403))
     def get_directory(who: Admin, gov: Gov) -> Any:
         return gov.get_directory(who)
 
-    @app.put("/v1/admin/directory")
+    @app.put("/v1/admin/directory", responses=answers({200: DirectoryOut}, 403))
     def put_directory(who: Admin, gov: Gov, body: DirectoryIn) -> Any:
         return gov.put_directory(who, body.model_dump())
 
-    @app.post("/v1/sources/{source_id}/revoke", status_code=202)
+    @app.post("/v1/sources/{source_id}/revoke", status_code=202, responses=answers({202: Revocation}, 403))
     def revoke_source(source_id: PathId, who: Who, gov: Gov) -> Any:
         return gov.revoke_source(who, source_id)
 
-    @app.get("/v1/settings")
+    @app.get("/v1/settings", responses=answers({200: SettingsOut}, 404))
     def get_settings(who: Who, gov: Gov) -> Any:
         return gov.get_settings(who)
 
-    @app.put("/v1/settings")
+    @app.put("/v1/settings", responses=answers({200: SettingsOut}, 403))
     def put_settings(body: SettingsIn, who: Who, gov: Gov) -> Any:
         return gov.put_settings(who, learning_paused=body.learning_paused, use_paused=body.use_paused)
 

@@ -52,7 +52,13 @@ def issue_token(
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
 
-def caller_from_token(secret: str, token: str | None) -> Caller:
+class TokenTooLong(Unauthenticated):
+    code, title = "token_lifetime_too_long", "Token lives too long"
+
+
+def caller_from_token(secret: str, token: str | None, *, max_lifetime: timedelta = timedelta(days=30),
+                      now: datetime | None = None) -> Caller:
+    """A leaked token must not work for centuries: one expiring further ahead than `max_lifetime` is refused."""
     if not token:
         raise Unauthenticated("a bearer token is required")
     try:
@@ -72,4 +78,8 @@ def caller_from_token(secret: str, token: str | None) -> Caller:
         raise InvalidToken("the token names an unknown role or entry")
     if role == "bot" and not (isinstance(bot, str) and bot):
         raise InvalidToken("a bot token must name its bot")
+    exp = claims.get("exp")
+    now = now or datetime.now(timezone.utc)
+    if not isinstance(exp, (int, float)) or exp > (now + max_lifetime).timestamp():
+        raise TokenTooLong(f"tokens may expire at most {max_lifetime.days} days ahead")
     return Caller(company=company, person=sub, role=role, bot=bot if role == "bot" else None, entry=entry)

@@ -8,8 +8,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
+from adapters.availability import UNAVAILABLE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailable
 from domain.errors import DomainError
 
 log = logging.getLogger("engram.api")
@@ -22,6 +25,40 @@ def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> JS
             "detail": detail, "code": code, **extra}
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers)
+
+
+def unavailable(detail: str = DatabaseUnavailable.detail) -> JSONResponse:
+    """503 `unavailable`: the database is away or too slow; the client may retry after the header's seconds."""
+    response = problem(503, "unavailable", "Service unavailable", detail)
+    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, as every error response carries them (application/problem+json)."""
+
+    model_config = ConfigDict(title="Problem", json_schema_extra={"additionalProperties": True})
+    type: str = Field(description="a URI naming the problem type", examples=["https://engram.dev/problems/not_found"])
+    title: str
+    status: int = Field(ge=400, le=599)
+    detail: str = Field(description="what went wrong; never the submitted personal text")
+    code: str = Field(description="a stable code a program can act on", examples=["not_found"])
+    errors: list[FieldError] | None = Field(default=None, description="for validation errors: field and message")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """The methods the routes matching this request's path accept (the body of an `Allow` header)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= set(route_methods)
+    return sorted(methods)
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -48,9 +85,21 @@ def install(app: FastAPI) -> None:
         return problem(422, "validation_error", "Request is not valid", detail, errors=fields)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _HTTP_CODES.get(exc.status_code, "http_error")
-        return problem(exc.status_code, code, str(exc.detail), str(exc.detail))
+        response = problem(exc.status_code, code, str(exc.detail), str(exc.detail))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        if exc.status_code == 405:  # every method of every route on this path, not only the first route's
+            response.headers["Allow"] = ", ".join(allowed_methods(request)) or response.headers.get("Allow", "")
+        return response
+
+    async def database_error(_: Request, exc: Exception) -> JSONResponse:
+        # No log line per request: the availability tracker logs the outage once. Never the driver's message.
+        return unavailable(exc.detail if isinstance(exc, DatabaseUnavailable) else DatabaseUnavailable.detail)
+
+    for database_exception in UNAVAILABLE_ERRORS:
+        app.add_exception_handler(database_exception, database_error)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:

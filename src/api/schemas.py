@@ -49,7 +49,17 @@ def _printable(value: str) -> str:
     return value
 
 
-Id = Annotated[StrictStr, Field(min_length=1, max_length=200), AfterValidator(_printable)]
+Id = Annotated[StrictStr, Field(min_length=1, max_length=200, json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f]+$"}),
+               AfterValidator(_printable)]
+
+# Personal text. The limit is in bytes of UTF-8 and configurable (ENGRAM_MAX_TEXT_BYTES), and going over
+# it is a 413 `text_too_large`, not a validation error: so maxLength is declared for the default limit
+# (no valid text has more characters than bytes) and enforced by the domain, not here.
+Text = Annotated[StrictStr, Field(
+    json_schema_extra={"maxLength": 8192},
+    description="at most 8 KiB of UTF-8 by default (longer: 413 text_too_large); "
+                "U+0000 or an unpaired surrogate: 422 invalid_text",
+)]
 
 
 class SourceIn(BaseModel):
@@ -61,7 +71,7 @@ class SourceIn(BaseModel):
 
 class RememberIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    text: StrictStr
+    text: Text
     explicit: StrictBool = True
     source: SourceIn
     occurred_at: Instant | None = None
@@ -73,22 +83,22 @@ class RememberIn(BaseModel):
 
 class ConfirmIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    text: StrictStr | None = None
+    text: Text | None = None
     acknowledge_sensitive: StrictBool = False
 
 
 class CorrectIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    text: StrictStr
+    text: Text
     valid_from: Instant | None = None
     valid_to: Instant | None = None
-    reason: StrictStr | None = None
+    reason: Text | None = None
     acknowledge_sensitive: StrictBool = False
 
 
 class RecallIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    query: StrictStr = ""
+    query: Text = ""
     as_of: Instant | None = None
     max_bytes: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 17_500
     limit: Annotated[int, Field(strict=True, ge=1, le=200)] = 20
@@ -128,7 +138,7 @@ class ReceiptIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
     receipt_id: Id
     author: Literal["user", "assistant", "system", "tool"]
-    text: StrictStr
+    text: Text
     kind: Literal["message", "authorization_request", "input_request"] = "message"
     occurred_at: Instant | None = None
     source: SourceIn

@@ -14,15 +14,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import psycopg
-from eventsourcing import persistence
 from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from psycopg import Cursor
 from psycopg_pool import PoolTimeout
 
+from adapters.availability import UNAVAILABLE_ERRORS
 from adapters.keystore import prefetched
+from adapters.outage import Outage
 
 log = logging.getLogger("engram.projections")
 
@@ -51,10 +51,7 @@ CREATE TABLE IF NOT EXISTS engram_quarantine (
 """
 
 # The database or its connection failed, not the event: retry the batch, never set the event aside.
-TRANSIENT: tuple[type[BaseException], ...] = (
-    psycopg.OperationalError, psycopg.InterfaceError, persistence.OperationalError, persistence.InterfaceError,
-    PoolTimeout,
-)
+TRANSIENT: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, PoolTimeout)
 
 
 class Undecodable:
@@ -353,15 +350,19 @@ class ProjectorRunner:
 
     def _run(self) -> None:
         channel = self.recorder.channel_name
+        outage = Outage(log, "database (projector loop)", first=self.poll_interval)
         while not self._stop.is_set():
             try:
                 with self.recorder.datastore.get_connection() as conn:
                     conn.execute(f'LISTEN "{channel}"')
                     while not self._stop.is_set():
                         self.catch_up_all()
+                        outage.ok()
                         # Wakes on NOTIFY, or after poll_interval whatever happens.
                         for _ in conn.notifies(timeout=self.poll_interval, stop_after=1):
                             pass
+            except TRANSIENT as exc:  # the database is away: one line when it starts, a growing pause meanwhile
+                self._stop.wait(outage.failed(exc))
             except Exception:  # noqa: BLE001 - keep projecting after a database hiccup
                 log.exception("projector loop failed; retrying")
                 self._stop.wait(self.poll_interval)
