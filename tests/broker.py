@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -118,3 +122,29 @@ def topic_bytes(bootstrap: str, topic: str = "engram.events") -> bytes:
         return blob
 
     return asyncio.run(read())
+
+
+class Background:
+    """An asyncio service (relay or worker) in a thread of its own."""
+
+    def __init__(self, make: Callable[[threading.Event], Any], ready: threading.Event | None = None) -> None:
+        self.stop_event = threading.Event()
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                asyncio.run(make(self.stop_event))
+            except BaseException as e:  # noqa: BLE001
+                self.error = e
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        if ready is not None:
+            assert ready.wait(timeout=60), "worker never got partitions"
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive() and self.error is None
+
+    def stop(self) -> None:
+        self.stop_event.set()

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
-import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ import pytest
 
 from adapters.database import Database, EmbeddedPostgres
 
-from helpers import SECRET
+from helpers import SECRET, fresh_database
 
 
 @pytest.fixture(scope="session")
@@ -30,15 +28,7 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostg
 
 @pytest.fixture
 def database(postgres: EmbeddedPostgres) -> Database:
-    url = os.environ.get("ENGRAM_TEST_DATABASE_URL")
-    if url:
-        base = Database.from_url(url)
-    else:
-        info = postgres.server.get_postmaster_info()
-        base = Database("postgres", str(info.socket_dir), str(info.port or 5432), "postgres", "")
-    db = base.with_dbname("t_" + uuid.uuid4().hex[:16])
-    db.ensure_exists()
-    return db
+    return fresh_database(postgres)
 
 
 @pytest.fixture

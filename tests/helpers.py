@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -37,3 +41,37 @@ def put_directory(client: Any, document: dict[str, Any], company: str = "acme") 
     r = client.put("/v1/admin/directory", json=document, headers=auth(company=company, user="root", role="admin"))
     assert r.status_code == 200, r.text
     return r.json()
+
+
+def fresh_database(postgres: Any) -> Any:
+    """A new, empty database on the test server (ENGRAM_TEST_DATABASE_URL's, or the embedded one)."""
+    from adapters.database import Database
+
+    url = os.environ.get("ENGRAM_TEST_DATABASE_URL")
+    if url:
+        base = Database.from_url(url)
+    else:
+        info = postgres.server.get_postmaster_info()
+        base = Database("postgres", str(info.socket_dir), str(info.port or 5432), "postgres", "")
+    db = base.with_dbname("t_" + uuid.uuid4().hex[:16])
+    db.ensure_exists()
+    return db
+
+
+def wait_until_ready(proc: subprocess.Popen, url: str, output: Callable[[], str], timeout: float = 60) -> None:
+    """Until `engram serve` answers /readyz with 200; its output in the error if it exits or never does."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(output())
+        try:
+            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise TimeoutError("engram serve did not become ready:\n" + output())
+

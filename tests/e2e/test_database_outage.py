@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from e2e.test_serve import ENGRAM, _env, _free_port, _postgres_running, _run
+from helpers import wait_until_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -31,18 +32,7 @@ class LoggedServer:
         with log.open("ab") as out:
             self.proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(self.port)], env=_env(data_dir),
                                          stdout=out, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(self.output())
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.proc.kill()
-        raise TimeoutError("engram serve did not become ready:\n" + self.output())
+        wait_until_ready(self.proc, self.url, self.output)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from broker import TansuBroker, tansu_binary, topic_bytes
-from helpers import SECRET, auth
+from helpers import SECRET, auth, wait_until_ready
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 pytestmark = [pytest.mark.e2e,
@@ -49,13 +48,7 @@ def test_remember_recall_correct_forget_across_processes(database, tmp_path: Pat
                          ["serve", "--port", str(port)])]
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        wait_until_ready(procs[-1], url, lambda: "serve exited")
         text = "I keep the spare office key with reception, puffin-3301"
         with httpx.Client(base_url=url, timeout=60) as c:
             m = c.post("/v1/memories", headers=auth(), json={

@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from helpers import wait_until_ready
+
 ROOT = Path(__file__).resolve().parents[2]
 ENGRAM = [str(Path(sys.executable).parent / "engram")]  # the installed console script
 
@@ -40,16 +42,8 @@ class Server:
         self.proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(self.port)], env=_env(data_dir),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(self.proc.stdout.read().decode() if self.proc.stdout else "serve exited")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise TimeoutError("engram serve did not become healthy")
+        wait_until_ready(self.proc, self.url,
+                         lambda: self.proc.stdout.read().decode() if self.proc.stdout else "serve exited")
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)

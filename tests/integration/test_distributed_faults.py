@@ -9,7 +9,6 @@ Figures (how long stalled writes took, how long recovery took) are printed, for 
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import threading
 import time
@@ -24,7 +23,7 @@ import pytest
 
 from adapters.kafka import ProjectorWorker, Relay
 from api.bootstrap import Engram
-from broker import TansuBroker, free_port, tansu_binary
+from broker import Background, TansuBroker, free_port, tansu_binary
 from domain.scope import Caller
 from helpers import auth
 
@@ -32,33 +31,6 @@ pytestmark = pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protoco
 
 PARTITIONS = 4
 ALICE = Caller("acme", "alice", "user")
-
-
-class Background:
-    """An asyncio service (relay or worker) in a thread of its own."""
-
-    def __init__(self, make: Callable[[threading.Event], Any], ready: threading.Event | None = None) -> None:
-        self.stop_event = threading.Event()
-        self.error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                asyncio.run(make(self.stop_event))
-            except BaseException as e:  # noqa: BLE001
-                self.error = e
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        if ready is not None:
-            assert ready.wait(timeout=60), "worker never got partitions"
-
-    @property
-    def alive(self) -> bool:
-        return self.thread.is_alive() and self.error is None
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.thread.join(timeout=30)
 
 
 class Api:

@@ -3,7 +3,7 @@ can apply is set aside while everything else flows."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from uuid import uuid4
 
 import pytest
@@ -106,7 +106,7 @@ def test_an_event_no_projector_can_apply_is_quarantined_and_the_rest_flows(engra
         assert r.status_code == 201, r.text
         items = client.post("/v1/recall", json={"query": "rooibos"}, headers=h).json()["items"]
         assert [i["text"] for i in items] == [f"{person} drinks rooibos"]
-    assert client.get(f"/v1/memories?q=projector", headers=auth()).status_code == 200
+    assert client.get("/v1/memories?q=projector", headers=auth()).status_code == 200
     # the operator sees it, without its text
     status = client.get("/v1/admin/status", headers=auth(role="admin", user="root")).json()
     assert status["quarantined_events"]["recall"] == 1

@@ -7,7 +7,6 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest

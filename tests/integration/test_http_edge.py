@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import httpx
 import psutil
 import pytest
 
-from helpers import SECRET, auth, remember_body
+from helpers import SECRET, auth, fresh_database, remember_body, wait_until_ready
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 LIMIT = 1024 * 1024
@@ -50,16 +49,7 @@ class Served:
         self.log = open(data_dir.parent / "serve.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen([ENGRAM, "serve", "--host", "127.0.0.1", "--port", str(self.port)],
                                      env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError((data_dir.parent / "serve.log").read_text())
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise TimeoutError("engram serve did not become healthy")
+        wait_until_ready(self.proc, self.url, (data_dir.parent / "serve.log").read_text)
 
     def rss(self) -> int:
         return psutil.Process(self.proc.pid).memory_info().rss
@@ -76,17 +66,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One server for the module (its tests store nothing), on a database of its own."""
-    from adapters.database import Database
-
-    url = os.environ.get("ENGRAM_TEST_DATABASE_URL")
-    if url:
-        base = Database.from_url(url)
-    else:
-        info = postgres.server.get_postmaster_info()
-        base = Database("postgres", str(info.socket_dir), str(info.port or 5432), "postgres", "")
-    database = base.with_dbname("t_" + uuid.uuid4().hex[:16])
-    database.ensure_exists()
-    server = Served(database, tmp_path_factory.mktemp("served") / "data")
+    server = Served(fresh_database(postgres), tmp_path_factory.mktemp("served") / "data")
     yield server
     server.stop()
 
