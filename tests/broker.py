@@ -148,3 +148,25 @@ class Background:
 
     def stop(self) -> None:
         self.stop_event.set()
+
+
+def distributed_env(database: Any, broker: Any, data_dir: Path) -> dict[str, str]:
+    """The environment of an `engram` process of a distributed deployment on this database and broker."""
+    import base64
+    import os
+
+    from helpers import SECRET
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update({
+        "ENGRAM_DATABASE_URL": f"postgresql://{database.user}@/{database.dbname}"
+                               f"?host={database.host}&port={database.port}",
+        "ENGRAM_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "ENGRAM_KAFKA_PARTITIONS": "4",
+        "ENGRAM_MASTER_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        "ENGRAM_TOKEN_SECRET": SECRET,
+        "ENGRAM_DATA_DIR": str(data_dir),
+        "ENGRAM_POLL_INTERVAL": "0.2",
+    })
+    return env
+

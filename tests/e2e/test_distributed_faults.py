@@ -6,8 +6,6 @@ state rather than a traceback per retry. Figures are printed, for `pytest -s`.""
 
 from __future__ import annotations
 
-import base64
-import os
 import signal
 import subprocess
 import sys
@@ -20,8 +18,8 @@ import httpx
 import psycopg
 import pytest
 
-from broker import TansuBroker, free_port, tansu_binary
-from helpers import SECRET, auth
+from broker import TansuBroker, distributed_env, free_port, tansu_binary
+from helpers import auth
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 pytestmark = [pytest.mark.e2e,
@@ -31,17 +29,7 @@ pytestmark = [pytest.mark.e2e,
 class Deployment:
     def __init__(self, database: Any, broker: TansuBroker, tmp_path: Path) -> None:
         self.database, self.tmp_path = database, tmp_path
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-        self.env.update({
-            "ENGRAM_DATABASE_URL": f"postgresql://{database.user}@/{database.dbname}"
-                                   f"?host={database.host}&port={database.port}",
-            "ENGRAM_KAFKA_BOOTSTRAP": broker.bootstrap,
-            "ENGRAM_KAFKA_PARTITIONS": "4",
-            "ENGRAM_MASTER_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
-            "ENGRAM_TOKEN_SECRET": SECRET,
-            "ENGRAM_DATA_DIR": str(tmp_path),
-            "ENGRAM_POLL_INTERVAL": "0.2",
-        })
+        self.env = distributed_env(database, broker, tmp_path)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

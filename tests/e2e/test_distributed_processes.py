@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import os
 import signal
 import subprocess
 import sys
@@ -12,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from broker import TansuBroker, tansu_binary, topic_bytes
-from helpers import SECRET, auth, wait_until_ready
+from broker import TansuBroker, distributed_env, tansu_binary, topic_bytes
+from helpers import auth, wait_until_ready
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 pytestmark = [pytest.mark.e2e,
@@ -31,16 +29,7 @@ def _port() -> int:
 @pytest.mark.e2e
 def test_remember_recall_correct_forget_across_processes(database, tmp_path: Path) -> None:
     broker = TansuBroker().start()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env.update({
-        "ENGRAM_DATABASE_URL": f"postgresql://{database.user}@/{database.dbname}?host={database.host}&port={database.port}",
-        "ENGRAM_KAFKA_BOOTSTRAP": broker.bootstrap,
-        "ENGRAM_KAFKA_PARTITIONS": "4",
-        "ENGRAM_MASTER_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
-        "ENGRAM_TOKEN_SECRET": SECRET,
-        "ENGRAM_DATA_DIR": str(tmp_path),
-        "ENGRAM_POLL_INTERVAL": "0.2",
-    })
+    env = distributed_env(database, broker, tmp_path)
     port = _port()
     procs = [subprocess.Popen([ENGRAM, *cmd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for cmd in (["relay"], ["worker", "--projections", "recall,review"], ["worker", "--projections",
