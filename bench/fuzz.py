@@ -21,15 +21,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from adapters.database import EmbeddedPostgres  # noqa: E402
-from api.bootstrap import Engram  # noqa: E402
-from api.http import create_app  # noqa: E402
+from engram.adapters.database import EmbeddedPostgres  # noqa: E402
+from engram.api.bootstrap import Engram  # noqa: E402
+from engram.api.http import create_app  # noqa: E402
 from helpers import SECRET  # noqa: E402
 from integration.test_fuzz import run_fuzz  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from engram.service.settings import Settings  # noqa: E402
 
 
 def main() -> int:

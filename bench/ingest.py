@@ -14,19 +14,17 @@ import base64
 import os
 import random
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from adapters.database import EmbeddedPostgres  # noqa: E402
-from api.bootstrap import Engram  # noqa: E402
-from domain.receipt import receipt_uuid  # noqa: E402
-from domain.scope import Caller  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from engram.adapters.database import EmbeddedPostgres  # noqa: E402
+from engram.api.bootstrap import Engram  # noqa: E402
+from engram.domain.receipt import receipt_uuid  # noqa: E402
+from engram.domain.scope import Caller  # noqa: E402
+from engram.service.settings import Settings  # noqa: E402
 
 PEOPLE = [Caller("acme", f"person-{i}", "bot", bot="b-1") for i in range(10)]
 PHRASES = ["I prefer {} for {} meetings.", "From now on send {} reports about {}.", "My {} is {}.",

@@ -18,14 +18,13 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from adapters.database import EmbeddedPostgres  # noqa: E402
-from api.bootstrap import Engram  # noqa: E402
-from domain.evidence import Evidence, Source  # noqa: E402
-from domain.memory import Memory  # noqa: E402
-from domain.scope import Scope  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from engram.adapters.database import EmbeddedPostgres  # noqa: E402
+from engram.api.bootstrap import Engram  # noqa: E402
+from engram.domain.evidence import Evidence, Source  # noqa: E402
+from engram.domain.memory import Memory  # noqa: E402
+from engram.domain.scope import Scope  # noqa: E402
+from engram.service.settings import Settings  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(2000)]
 

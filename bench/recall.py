@@ -32,16 +32,15 @@ from uuid import uuid4
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))  # the Hindsight mode borrows the suite's server and fake LLM
 
-from adapters.database import EmbeddedPostgres  # noqa: E402
-from api.bootstrap import Engram  # noqa: E402
-from api.identity import issue_token  # noqa: E402
-from domain.evidence import Evidence, Source  # noqa: E402
-from domain.memory import Memory  # noqa: E402
-from domain.scope import Caller, Scope  # noqa: E402
-from service.settings import Settings  # noqa: E402
+from engram.adapters.database import EmbeddedPostgres  # noqa: E402
+from engram.api.bootstrap import Engram  # noqa: E402
+from engram.api.identity import issue_token  # noqa: E402
+from engram.domain.evidence import Evidence, Source  # noqa: E402
+from engram.domain.memory import Memory  # noqa: E402
+from engram.domain.scope import Caller, Scope  # noqa: E402
+from engram.service.settings import Settings  # noqa: E402
 
 PEOPLE = [f"person-{i}" for i in range(10)]
 rng = random.Random(7)
@@ -124,8 +123,8 @@ def bench_http(url: str, secret: str, qs: list[tuple[str, str]]) -> list[float]:
 
 def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server: object,
                     deadline_ms: float) -> None:
-    from adapters.hindsight import HindsightClient, bank_for
-    from service.hindsight_sync import SemanticIndex
+    from engram.adapters.hindsight import HindsightClient, bank_for
+    from engram.service.hindsight_sync import SemanticIndex
 
     assert engram.syncer is not None
     t = time.perf_counter()
@@ -164,8 +163,8 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
 
 
 def start_hindsight(db, tmp: Path, engram_master: str):  # noqa: ANN001, ANN201
-    from adapters.crypto import MasterKey
-    from hindsight_guard.tokens import public_key_text
+    from engram.adapters.crypto import MasterKey
+    from engram.hindsight_guard.tokens import public_key_text
     from hindsight_server import start_with_fake_llm
 
     key = public_key_text(MasterKey.from_text(engram_master).hindsight_signing_key())

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from adapters.database import Database, EmbeddedPostgres
+from engram.adapters.database import Database, EmbeddedPostgres
 
 from helpers import SECRET, fresh_database
 
@@ -33,7 +33,7 @@ def database(postgres: EmbeddedPostgres) -> Database:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Any:
-    from service.settings import Settings
+    from engram.service.settings import Settings
 
     return Settings(
         data_dir=tmp_path / "data",
@@ -49,7 +49,7 @@ def settings(tmp_path: Path) -> Any:
 
 @pytest.fixture
 def engram(settings: Any, database: Database) -> Iterator[Any]:
-    from api.bootstrap import Engram
+    from engram.api.bootstrap import Engram
 
     system = Engram.open(settings, database=database, background=False)
     yield system
@@ -60,7 +60,7 @@ def engram(settings: Any, database: Database) -> Iterator[Any]:
 def client(engram: Any) -> Iterator[Any]:
     from fastapi.testclient import TestClient
 
-    from api.http import create_app
+    from engram.api.http import create_app
 
     with TestClient(create_app(engram, SECRET), raise_server_exceptions=False) as c:
         yield c

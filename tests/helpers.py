@@ -15,7 +15,7 @@ SECRET = "test-secret-" + "x" * 32
 
 def token(company: str = "acme", user: str = "alice", role: str = "user", bot: str | None = None,
           entry: str = "api", ttl: timedelta = timedelta(hours=1), secret: str = SECRET) -> str:
-    from api.identity import issue_token
+    from engram.api.identity import issue_token
 
     return issue_token(secret, company=company, user=user, role=role, bot=bot, entry=entry, ttl=ttl)
 
@@ -45,7 +45,7 @@ def put_directory(client: Any, document: dict[str, Any], company: str = "acme") 
 
 def fresh_database(postgres: Any) -> Any:
     """A new, empty database on the test server (ENGRAM_TEST_DATABASE_URL's, or the embedded one)."""
-    from adapters.database import Database
+    from engram.adapters.database import Database
 
     url = os.environ.get("ENGRAM_TEST_DATABASE_URL")
     if url:

@@ -8,7 +8,7 @@ from typing import Protocol
 
 import httpx
 
-from domain.extraction import Extraction, Proposal, Usage
+from engram.domain.extraction import Extraction, Proposal, Usage
 
 
 class ExtractorError(Exception):

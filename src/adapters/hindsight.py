@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from domain.scope import GENERAL, Scope
-from hindsight_guard import tokens
+from engram.domain.scope import GENERAL, Scope
+from engram.hindsight_guard import tokens
 
 TOKEN_TTL = 120.0
 

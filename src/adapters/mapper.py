@@ -12,9 +12,9 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
-from eventsourcing.utils import resolve_topic
+from eventsourcing.utils import register_topic, resolve_topic
 
-from domain.errors import MemoryForgotten
+from engram.domain.errors import MemoryForgotten
 
 from .crypto import seal, unseal
 from .keystore import KeyStore
@@ -80,3 +80,19 @@ class SealingMapper(Mapper):
                 state=self.json.encode(state),
             )
         )
+
+
+def register_moved_topics() -> None:
+    """Events stored before Engram installed as one package name their classes `domain.<module>:...`;
+    those topics still resolve, to the same classes under `engram.domain`."""
+    import importlib
+    import pkgutil
+
+    from engram import domain
+
+    for info in pkgutil.iter_modules(domain.__path__):
+        register_topic(f"domain.{info.name}", importlib.import_module(f"engram.domain.{info.name}"))
+
+
+register_moved_topics()
+

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-from domain.errors import DomainError
+from engram.domain.errors import DomainError
 
 from .outage import BROKER_ERRORS, Outage
 

@@ -13,31 +13,31 @@ from dataclasses import dataclass, field
 from typing import Any
 from datetime import timedelta
 
-from adapters.blind_index import BlindIndex
-from adapters.budget import BudgetLedger, Limits
-from adapters.content_rules import ContentRules
-from adapters.extractors import OpenAIExtractor, RuleExtractor
-from adapters.hindsight import HindsightClient
-from adapters.tombstones import Fence, FileJournal, KafkaJournal
-from adapters.crypto import MasterKey
-from adapters.availability import UNAVAILABLE_ERRORS, Availability
-from adapters.database import Database, EmbeddedPostgres, GuardedDatastore
-from adapters.outage import Outage
-from domain.clock import Clock
-from domain.errors import Forbidden
-from domain.rollout import Rollout
-from domain.scope import Caller
-from projections.base import EngramProjection, ProjectorRunner, safe_decoder
-from projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
-from projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
-from projections.inbox import InboxProjection, InboxQueries, InboxView
-from projections.recall import RecallProjection, RecallQueries, RecallView
-from projections.review import ReviewProjection, ReviewView
-from service.engram import EngramApplication, MemoryService
-from service.governance import GovernanceService
-from service.hindsight_sync import HindsightSyncer, SemanticIndex
-from service.learning import LearningService, LearningSettings
-from service.settings import Settings
+from engram.adapters.blind_index import BlindIndex
+from engram.adapters.budget import BudgetLedger, Limits
+from engram.adapters.content_rules import ContentRules
+from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
+from engram.adapters.hindsight import HindsightClient
+from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
+from engram.adapters.crypto import MasterKey
+from engram.adapters.availability import UNAVAILABLE_ERRORS, Availability
+from engram.adapters.database import Database, EmbeddedPostgres, GuardedDatastore
+from engram.adapters.outage import Outage
+from engram.domain.clock import Clock
+from engram.domain.errors import Forbidden
+from engram.domain.rollout import Rollout
+from engram.domain.scope import Caller
+from engram.projections.base import EngramProjection, ProjectorRunner, safe_decoder
+from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
+from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
+from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
+from engram.projections.recall import RecallProjection, RecallQueries, RecallView
+from engram.projections.review import ReviewProjection, ReviewView
+from engram.service.engram import EngramApplication, MemoryService
+from engram.service.governance import GovernanceService
+from engram.service.hindsight_sync import HindsightSyncer, SemanticIndex
+from engram.service.learning import LearningService, LearningSettings
+from engram.service.settings import Settings
 
 log = logging.getLogger("engram")
 
@@ -160,7 +160,7 @@ class Engram:
         )
         settler: object = runner
         if settings.kafka_bootstrap:
-            from adapters.kafka import PartitionSettle
+            from engram.adapters.kafka import PartitionSettle
 
             settler = PartitionSettle(datastore, list(projections), settings.kafka_partitions,
                                       timeout=settings.visibility_timeout)
@@ -289,7 +289,7 @@ class Engram:
         return "\n".join(lines) + "\n"
 
     def restore_fence(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
-        from service.restore import apply_fence
+        from engram.service.restore import apply_fence
 
         with self.datastore.long_running():
             return apply_fence(self, progress)

@@ -13,7 +13,7 @@ from .identity import issue_token
 
 
 def _settings():  # noqa: ANN202
-    from service.settings import Settings
+    from engram.service.settings import Settings
 
     return Settings()
 
@@ -58,7 +58,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_hindsight_key(args: argparse.Namespace) -> int:
-    from hindsight_guard.tokens import public_key_text
+    from engram.hindsight_guard.tokens import public_key_text
 
     print(public_key_text(master_key(_settings()).hindsight_signing_key()))
     return 0
@@ -163,7 +163,7 @@ def _alive_file(path: str | None):  # noqa: ANN202
 
 
 def cmd_relay(args: argparse.Namespace) -> int:
-    from adapters.kafka import Relay
+    from engram.adapters.kafka import Relay
 
     _quiet_kafka_client()
     engram = _distributed_engram()
@@ -178,7 +178,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from adapters.kafka import ProjectorWorker
+    from engram.adapters.kafka import ProjectorWorker
 
     _quiet_kafka_client()
     engram = _distributed_engram()

@@ -14,9 +14,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.tombstones import TombstonesUnavailable
-from service.engram import MemoryService
-from service.pending_writes import collecting
+from engram.adapters.tombstones import TombstonesUnavailable
+from engram.service.engram import MemoryService
+from engram.service.pending_writes import collecting
 
 from . import problems
 

@@ -13,10 +13,10 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from domain.errors import Forbidden
-from domain.scope import Caller
-from service.engram import MemoryService
-from service.governance import GovernanceService
+from engram.domain.errors import Forbidden
+from engram.domain.scope import Caller
+from engram.service.engram import MemoryService
+from engram.service.governance import GovernanceService
 
 from . import consistency, problems, reference
 from .bootstrap import Engram

@@ -7,8 +7,8 @@ from typing import Any
 
 import jwt
 
-from domain.errors import DomainError
-from domain.scope import ENTRIES, ROLES, Caller
+from engram.domain.errors import DomainError
+from engram.domain.scope import ENTRIES, ROLES, Caller
 
 ALGORITHM = "HS256"
 

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from adapters.availability import UNAVAILABLE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailable
-from domain.errors import DomainError
+from engram.adapters.availability import UNAVAILABLE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailable
+from engram.domain.errors import DomainError
 
 log = logging.getLogger("engram.api")
 

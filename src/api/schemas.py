@@ -20,8 +20,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from domain.instant import InvalidTime, check_instant
-from domain.text import is_valid_id
+from engram.domain.instant import InvalidTime, check_instant
+from engram.domain.text import is_valid_id
 
 _AWARE = TypeAdapter(AwareDatetime)
 

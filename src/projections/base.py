@@ -19,9 +19,9 @@ from eventsourcing.projection import Projection
 from psycopg import Cursor
 from psycopg_pool import PoolTimeout
 
-from adapters.availability import UNAVAILABLE_ERRORS
-from adapters.keystore import prefetched
-from adapters.outage import Outage
+from engram.adapters.availability import UNAVAILABLE_ERRORS
+from engram.adapters.keystore import prefetched
+from engram.adapters.outage import Outage
 
 log = logging.getLogger("engram.projections")
 

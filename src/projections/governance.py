@@ -9,8 +9,8 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
-from domain.directory import CompanyDirectory
-from domain.settings import PersonSettings
+from engram.domain.directory import CompanyDirectory
+from engram.domain.settings import PersonSettings
 
 from .base import EngramProjection, View
 

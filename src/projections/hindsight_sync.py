@@ -14,10 +14,10 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
-from domain.directory import CompanyDirectory, Directory, directory_id
-from domain.memory import Memory
-from domain.scope import Caller, Scope
-from domain.visibility import may_use
+from engram.domain.directory import CompanyDirectory, Directory, directory_id
+from engram.domain.memory import Memory
+from engram.domain.scope import Caller, Scope
+from engram.domain.visibility import may_use
 
 from .base import EngramProjection, View
 

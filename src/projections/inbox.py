@@ -9,7 +9,7 @@ from uuid import UUID
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 
-from domain.receipt import IGNORED, QUEUED, Receipt
+from engram.domain.receipt import IGNORED, QUEUED, Receipt
 
 from .base import EngramProjection, View
 

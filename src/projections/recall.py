@@ -12,9 +12,9 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
-from adapters.blind_index import BlindIndex
-from adapters.keystore import KeyStore
-from domain.memory import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, answer_periods
+from engram.adapters.blind_index import BlindIndex
+from engram.adapters.keystore import KeyStore
+from engram.domain.memory import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, answer_periods
 
 from .base import EngramProjection, View
 from .sealing import seal_for_view, unseal_from_view

@@ -8,8 +8,8 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
-from adapters.keystore import KeyStore
-from domain.memory import Memory
+from engram.adapters.keystore import KeyStore
+from engram.domain.memory import Memory
 
 from .base import EngramProjection, View
 from .recall import record_purged_copy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adapters.crypto import seal, unseal
+from engram.adapters.crypto import seal, unseal
 
 
 def _default(value: Any) -> str:

@@ -16,12 +16,12 @@ from uuid import UUID, uuid4
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import InfrastructureFactory, RecordConflictError
 
-from adapters.blind_index import BlindIndex
-from adapters.crypto import MasterKey
-from adapters.keystore import KeyStore
-from adapters.mapper import SealingMapper
-from domain.clock import Clock
-from domain.errors import (
+from engram.adapters.blind_index import BlindIndex
+from engram.adapters.crypto import MasterKey
+from engram.adapters.keystore import KeyStore
+from engram.adapters.mapper import SealingMapper
+from engram.domain.clock import Clock
+from engram.domain.errors import (
     Conflict,
     DomainError,
     Forbidden,
@@ -31,21 +31,21 @@ from domain.errors import (
     SensitiveAckRequired,
     SourceRevoked,
 )
-from domain.bundle import fit
-from domain.evidence import Evidence, Source
-from domain.hints import SemanticHints
-from domain.instant import check_instant
-from domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory
-from domain.receipt import Receipt
-from domain.directory import Directory
-from domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, refuse_secrets
-from domain.rollout import ENABLED, OFF, SHADOW, EngramOff, Rollout
-from domain.scope import Caller, Grants, Scope
-from domain.text import validate_text
-from domain.visibility import may_act, may_use, require_may_act
-from projections.governance import GovernanceQueries, Standing
-from projections.recall import RecallQueries
-from projections.sealing import unseal_from_view
+from engram.domain.bundle import fit
+from engram.domain.evidence import Evidence, Source
+from engram.domain.hints import SemanticHints
+from engram.domain.instant import check_instant
+from engram.domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory
+from engram.domain.receipt import Receipt
+from engram.domain.directory import Directory
+from engram.domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, refuse_secrets
+from engram.domain.rollout import ENABLED, OFF, SHADOW, EngramOff, Rollout
+from engram.domain.scope import Caller, Grants, Scope
+from engram.domain.text import validate_text
+from engram.domain.visibility import may_act, may_use, require_may_act
+from engram.projections.governance import GovernanceQueries, Standing
+from engram.projections.recall import RecallQueries
+from engram.projections.sealing import unseal_from_view
 
 from .pending_writes import collector
 

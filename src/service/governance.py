@@ -6,11 +6,11 @@ from typing import Any
 
 from eventsourcing.application import AggregateNotFoundError
 
-from domain.directory import CompanyDirectory, Directory, directory_id
-from domain.errors import Forbidden, NotFound
-from domain.scope import Caller
-from domain.settings import PersonSettings, settings_id
-from domain.text import validate_id
+from engram.domain.directory import CompanyDirectory, Directory, directory_id
+from engram.domain.errors import Forbidden, NotFound
+from engram.domain.scope import Caller
+from engram.domain.settings import PersonSettings, settings_id
+from engram.domain.text import validate_id
 
 from .engram import MemoryService
 

@@ -10,10 +10,10 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
-from adapters.hindsight import HindsightClient, HindsightUnavailable, bank_for
-from domain.hints import SemanticHints
-from domain.memory import CONFIRMED, Memory
-from projections.recall import record_purged_copy
+from engram.adapters.hindsight import HindsightClient, HindsightUnavailable, bank_for
+from engram.domain.hints import SemanticHints
+from engram.domain.memory import CONFIRMED, Memory
+from engram.projections.recall import record_purged_copy
 
 from .engram import MemoryService
 

@@ -10,17 +10,17 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
-from adapters.budget import EXHAUSTED, PAUSED, TOO_LARGE, BudgetLedger, Limits, Refusal
-from adapters.extractors import Extractor, ExtractorError
-from domain.errors import Conflict, DomainError, MemoryForgotten, NotFound
-from domain.evidence import Source
-from domain.extraction import Proposal, accept_proposals
-from domain.memory import NORMAL
-from domain.receipt import MESSAGE, QUEUED, STOPS_CAPTURE, Receipt, candidate_uuid, receipt_uuid
-from domain.review import SECRET_CONTENT
-from domain.scope import Caller
-from domain.text import validate_id, validate_text
-from projections.inbox import InboxQueries
+from engram.adapters.budget import EXHAUSTED, PAUSED, TOO_LARGE, BudgetLedger, Limits, Refusal
+from engram.adapters.extractors import Extractor, ExtractorError
+from engram.domain.errors import Conflict, DomainError, MemoryForgotten, NotFound
+from engram.domain.evidence import Source
+from engram.domain.extraction import Proposal, accept_proposals
+from engram.domain.memory import NORMAL
+from engram.domain.receipt import QUEUED, STOPS_CAPTURE, Receipt, candidate_uuid, receipt_uuid
+from engram.domain.review import SECRET_CONTENT
+from engram.domain.scope import Caller
+from engram.domain.text import validate_id, validate_text
+from engram.projections.inbox import InboxQueries
 
 from .engram import MemoryService
 
@@ -62,7 +62,7 @@ class LearningService:
         """Store a durable receipt (idempotent by receipt_id) and say whether it will be mined."""
         self.memories.admit(caller)
         if caller.is_administrative:
-            from domain.errors import Forbidden
+            from engram.domain.errors import Forbidden
 
             raise Forbidden("administrative tokens do not send messages")
         self.memories.require_may_act(caller)

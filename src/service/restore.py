@@ -8,12 +8,12 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
-from domain.directory import CompanyDirectory
-from domain.memory import EXPIRED, FORGOTTEN, PENDING, Memory
-from domain.receipt import Receipt
+from engram.domain.directory import CompanyDirectory
+from engram.domain.memory import EXPIRED, FORGOTTEN, PENDING, Memory
+from engram.domain.receipt import Receipt
 
 if TYPE_CHECKING:
-    from api.bootstrap import Engram
+    from engram.api.bootstrap import Engram
 
 
 def apply_fence(engram: Engram, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:

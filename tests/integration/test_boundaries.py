@@ -127,8 +127,8 @@ def test_text_limit_is_configurable(settings, database) -> None:
 
     from fastapi.testclient import TestClient
 
-    from api.bootstrap import Engram
-    from api.http import create_app
+    from engram.api.bootstrap import Engram
+    from engram.api.http import create_app
 
     system = Engram.open(replace(settings, max_text_bytes=64), database=database, background=False)
     try:

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from adapters.availability import DatabaseTimeout
+from engram.adapters.availability import DatabaseTimeout
 from helpers import auth, remember_body
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

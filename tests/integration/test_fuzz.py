@@ -454,7 +454,7 @@ def run_fuzz(app: Any, examples: int, extremes: int, *, conformance: bool = True
 
 
 def test_fuzz_every_operation_with_every_role(engram: Any) -> None:
-    from api.http import create_app
+    from engram.api.http import create_app
 
     from helpers import SECRET
 

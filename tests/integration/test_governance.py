@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 from fastapi.testclient import TestClient
 
-from api.bootstrap import Engram
-from api.http import create_app
+from engram.api.bootstrap import Engram
+from engram.api.http import create_app
 from helpers import SECRET, auth, put_directory, remember_body, token
 
 DIRECTORY = {
@@ -155,7 +155,7 @@ def test_directory_is_for_admins_and_is_validated(client, engram) -> None:
     assert client.get("/v1/admin/directory", headers=auth(role="operator")).json() == stored
     # every change is an event on the company's directory aggregate
     put_directory(client, {"teams": {}})
-    from domain.directory import directory_id
+    from engram.domain.directory import directory_id
 
     kinds = [type(e).__name__ for e in engram.app.events.get(directory_id("acme"))]
     assert kinds == ["Opened", "Replaced", "Replaced"]

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from adapters.crypto import MasterKey
-from adapters.hindsight import HindsightClient, bank_for
-from api.bootstrap import Engram
-from domain.scope import Caller, Scope
-from hindsight_guard import tokens
-from hindsight_guard.tokens import public_key_text
+from engram.adapters.crypto import MasterKey
+from engram.adapters.hindsight import HindsightClient, bank_for
+from engram.api.bootstrap import Engram
+from engram.domain.scope import Caller, Scope
+from engram.hindsight_guard import tokens
+from engram.hindsight_guard.tokens import public_key_text
 from hindsight_server import HindsightServer, hindsight_binary, start_with_fake_llm
 
 pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight not installed (make hindsight)")
@@ -36,7 +36,7 @@ def signed(*banks: str) -> dict[str, str]:
 
 
 def _own_database(postgres, name: str):  # noqa: ANN001, ANN202
-    from adapters.database import Database
+    from engram.adapters.database import Database
 
     info = postgres.server.get_postmaster_info()
     return Database(name, str(info.socket_dir), str(info.port or 5432), "postgres", "")
@@ -384,7 +384,7 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
 def test_duplicate_stale_and_concurrent_sync_jobs_converge(system, hindsight) -> None:
     import threading
 
-    from service.hindsight_sync import HindsightSyncer
+    from engram.service.hindsight_sync import HindsightSyncer
 
     hs = client(hindsight)
     memory_id = remember(system, "Standup is at nine")

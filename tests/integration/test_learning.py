@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from adapters.budget import BudgetLedger, Limits, Refusal, Reservation
-from api.bootstrap import Engram
-from api.http import create_app
-from domain.clock import FixedClock
+from engram.adapters.budget import BudgetLedger, Limits, Refusal, Reservation
+from engram.api.bootstrap import Engram
+from engram.api.http import create_app
+from engram.domain.clock import FixedClock
 from fake_llm import FakeLLM
 from helpers import SECRET, auth, remember_body
 
@@ -298,7 +298,7 @@ def test_payload_is_cleared_a_day_after_processing_and_on_forget(make) -> None:
     client.post("/v1/receipts", json=receipt("r-2", "I like medlars."), headers=auth())
     system.learning.work()
     by_text = {c["text"]: c["id"] for c in candidates(client)}
-    from domain.receipt import receipt_uuid
+    from engram.domain.receipt import receipt_uuid
 
     r1, r2 = receipt_uuid("acme", "alice", "r-1"), receipt_uuid("acme", "alice", "r-2")
     assert system.app.keys.get(r1) is not None and system.app.keys.get(r2) is not None

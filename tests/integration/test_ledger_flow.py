@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from fastapi.testclient import TestClient
 
-from api.http import create_app
+from engram.api.http import create_app
 from helpers import SECRET, auth, put_directory, remember_body
 
 TEXT = "I prefer weekly reports as short bullet points, zebrafinch-7781"
@@ -177,7 +177,7 @@ def test_chinese_recall(client) -> None:
 
 
 def test_candidates_review_through_the_service(engram, client) -> None:
-    from domain.scope import Caller
+    from engram.domain.scope import Caller
 
     alice = Caller("acme", "alice", "user")
     source = {"kind": "chat", "id": "chat-9", "message_id": "m-1"}

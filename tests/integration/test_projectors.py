@@ -6,8 +6,8 @@ import time
 import threading
 from typing import Any
 
-from domain.scope import Caller
-from projections.base import ProjectorRunner
+from engram.domain.scope import Caller
+from engram.projections.base import ProjectorRunner
 
 ALICE = Caller("acme", "alice", "user")
 SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}

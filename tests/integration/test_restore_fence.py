@@ -9,10 +9,10 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from api.bootstrap import Engram
-from domain.extraction import Proposal
-from domain.receipt import receipt_uuid
-from domain.scope import Caller
+from engram.api.bootstrap import Engram
+from engram.domain.extraction import Proposal
+from engram.domain.receipt import receipt_uuid
+from engram.domain.scope import Caller
 
 ALICE = Caller("acme", "alice", "user")
 SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}

@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 import pytest
 from fastapi.testclient import TestClient
 
-from api.bootstrap import Engram
-from api.http import create_app
-from domain.clock import FixedClock
-from domain.scope import Caller
+from engram.api.bootstrap import Engram
+from engram.api.http import create_app
+from engram.domain.clock import FixedClock
+from engram.domain.scope import Caller
 from helpers import SECRET, auth, remember_body
 
 SECRETS = [
@@ -89,7 +89,7 @@ def test_secrets_are_refused_in_edits_corrections_and_proposals(engram, client) 
     assert r.status_code == 422 and r.json()["code"] == "secret_refused"
     r = client.post(f"/v1/candidates/{candidate['id']}/confirm", json={"text": "takes insulin daily"}, headers=auth())
     assert r.status_code == 409 and r.json()["code"] == "sensitive_ack_required"
-    from domain.review import SecretRefused
+    from engram.domain.review import SecretRefused
 
     before = engram.app.recorder.max_notification_id()
     with pytest.raises(SecretRefused):
@@ -140,7 +140,7 @@ def test_rejected_candidates_are_shredded_and_expired_ones_cannot_be_confirmed(s
         assert system.app.keys.get(rejected["id"]) is None
         assert system.service.get(alice, rejected["id"])["text"] is None
         clock.advance(days=1)  # expired, though no sweep has run yet
-        from domain.errors import NotACandidate
+        from engram.domain.errors import NotACandidate
 
         with pytest.raises(NotACandidate):
             system.service.confirm(alice, late["id"], text=None, acknowledge_sensitive=False)

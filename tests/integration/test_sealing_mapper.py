@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from domain.memory import Memory
-from domain.scope import Scope
+from engram.domain.memory import Memory
+from engram.domain.scope import Scope
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

@@ -26,8 +26,8 @@ def test_tokens_living_longer_than_the_cap_are_refused(client) -> None:
 def test_the_cap_is_configurable(settings, database) -> None:
     from fastapi.testclient import TestClient
 
-    from api.bootstrap import Engram
-    from api.http import create_app
+    from engram.api.bootstrap import Engram
+    from engram.api.http import create_app
 
     system = Engram.open(replace(settings, max_token_days=1), database=database, background=False)
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from adapters.blind_index import BlindIndex, terms
-from adapters.crypto import MasterKey
+from engram.adapters.blind_index import BlindIndex, terms
+from engram.adapters.crypto import MasterKey
 
 
 def test_english_terms_are_stemmed_and_stopwords_dropped() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.bundle import content_size, cut_utf8, fit
+from engram.domain.bundle import content_size, cut_utf8, fit
 
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
 

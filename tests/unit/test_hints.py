@@ -1,6 +1,6 @@
 """Semantic hints: the index ranks, Engram decides; observations count only when all sources are usable."""
 
-from domain.hints import SemanticHints
+from engram.domain.hints import SemanticHints
 
 
 def test_facts_rank_only_usable_memories() -> None:

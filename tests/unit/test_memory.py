@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from domain.errors import (
+from engram.domain.errors import (
     InvalidScope,
     InvalidText,
     InvalidValidTime,
@@ -16,10 +16,10 @@ from domain.errors import (
     SensitiveAckRequired,
     TextTooLarge,
 )
-from domain.memory import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, answer_periods
-from domain.scope import Caller, Grants, Scope
-from domain.text import validate_text
-from domain.visibility import may_use
+from engram.domain.memory import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, answer_periods
+from engram.domain.scope import Caller, Grants, Scope
+from engram.domain.text import validate_text
+from engram.domain.visibility import may_use
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 SRC = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
@@ -161,7 +161,7 @@ def test_visibility_is_decided_in_one_place() -> None:
 
 
 def test_evidence_quotes_exactly() -> None:
-    from domain.evidence import Evidence, Source
+    from engram.domain.evidence import Evidence, Source
 
     src = Source("chat", "chat-1", "m-1")
     ev = Evidence.quoted("prefer tea", "I prefer tea in the morning", src, T0)

@@ -10,8 +10,8 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from adapters.crypto import MasterKey
-from hindsight_guard.tokens import InvalidServiceToken, load_public_key, public_key_text, sign, verify
+from engram.adapters.crypto import MasterKey
+from engram.hindsight_guard.tokens import InvalidServiceToken, load_public_key, public_key_text, sign, verify
 
 KEY = MasterKey(os.urandom(32)).hindsight_signing_key()
 PUBLIC = load_public_key(public_key_text(KEY))

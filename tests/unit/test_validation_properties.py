@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.errors import InvalidText, TextTooLarge
-from domain.instant import EARLIEST, LATEST, InvalidTime, check_instant
-from domain.text import is_valid_id, validate_text
+from engram.domain.errors import InvalidText, TextTooLarge
+from engram.domain.instant import EARLIEST, LATEST, InvalidTime, check_instant
+from engram.domain.text import is_valid_id, validate_text
 
 offsets = st.integers(min_value=-(14 * 60), max_value=14 * 60).map(lambda m: timezone(timedelta(minutes=m)))
 
