@@ -20,7 +20,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from uuid import uuid4
 
@@ -117,7 +116,7 @@ def main() -> None:
         try:
             db = server.with_dbname("lag_kafka")
             db.ensure_exists()
-            engram = Engram.open(replace(base, kafka_bootstrap=broker.bootstrap), database=db, background=False)
+            engram = Engram.open(base.replace(kafka_bootstrap=broker.bootstrap), database=db, background=False)
             relay = Background(Relay(engram.app.recorder, engram.app.factory.datastore, broker.bootstrap, PARTITIONS,
                                      list(engram.projections), poll_interval=0.5).run)
             _, bgs = workers_for(engram, 1)
@@ -135,7 +134,7 @@ def main() -> None:
             try:
                 db = server.with_dbname(f"throughput_{n}")
                 db.ensure_exists()
-                engram = Engram.open(replace(base, kafka_bootstrap=broker.bootstrap), database=db, background=False)
+                engram = Engram.open(base.replace(kafka_bootstrap=broker.bootstrap), database=db, background=False)
                 seed(engram, args.events)
                 head = engram.app.recorder.max_notification_id() or 0
                 _, bgs = workers_for(engram, n)

@@ -38,7 +38,8 @@ class DatabaseTimeouts:
     connect: float = 2.0  # seconds to connect, and to wait for a free pooled connection
 
     @classmethod
-    def from_env(cls, get: Callable[[str], str | None] = os.environ.get) -> DatabaseTimeouts:
+    def from_env(cls, get: Callable[[str], str | None]) -> DatabaseTimeouts:
+        """Read back from the eventsourcing environment `env()` wrote them into."""
         def number(name: str, default: float) -> float:
             raw = get(name)
             value = float(raw) if raw not in (None, "") else default
@@ -98,7 +99,7 @@ class Database:
         return Database(dbname, self.host, self.port, self.user, self.password)
 
     def eventsourcing_env(self, pool_size: int = 8, timeouts: DatabaseTimeouts | None = None) -> dict[str, str]:
-        timeouts = timeouts or DatabaseTimeouts.from_env()
+        timeouts = timeouts or DatabaseTimeouts()
         return {
             "PERSISTENCE_MODULE": f"{__name__}:EngramPostgresFactory",
             "POSTGRES_DBNAME": self.dbname,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,7 +22,7 @@ from engram.adapters.hindsight import HindsightClient
 from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
 from engram.adapters.crypto import MasterKey
 from engram.adapters.availability import UNAVAILABLE_ERRORS, Availability
-from engram.adapters.database import Database, EmbeddedPostgres, GuardedDatastore
+from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres, GuardedDatastore
 from engram.adapters.outage import Outage
 from engram.domain.clock import Clock
 from engram.domain.errors import Forbidden
@@ -133,7 +134,11 @@ class Engram:
         fence = Fence(journal)
         # API replicas, relays and workers may start together: one of them creates the schema at a time.
         with schema_lock(database):
-            app = EngramApplication(database.eventsourcing_env(settings.pool_size), master, fence)
+            timeouts = DatabaseTimeouts(statement=settings.db_statement_timeout,
+                                        lock=math.ceil(settings.db_lock_timeout),
+                                        idle_in_transaction=math.ceil(settings.db_idle_timeout),
+                                        connect=settings.db_connect_timeout)
+            app = EngramApplication(database.eventsourcing_env(settings.db_pool_size, timeouts), master, fence)
             datastore = app.factory.datastore  # type: ignore[attr-defined]
             index = BlindIndex(master)
             recall_view = RecallView(datastore, "recall")

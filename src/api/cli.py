@@ -247,8 +247,15 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
+    from pydantic import ValidationError
+
+    from engram.service.settings import describe
+
     try:
         return int(args.func(args))
+    except ValidationError as e:  # a setting: name the variable, never echo its value
+        print(f"engram: invalid configuration: {describe(e)}", file=sys.stderr)
+        return 2
     except ValueError as e:
         print(f"engram: {e}", file=sys.stderr)
         return 2

@@ -1,48 +1,81 @@
-"""Configuration, read once from the environment."""
+"""Configuration, read once from the environment (`ENGRAM_*`) and checked: a bad value stops start-up."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+Seconds = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(ge=1)]
 
 
-def _float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw not in (None, "") else default
+class Settings(BaseSettings):
+    """Every setting is the environment variable `ENGRAM_<NAME>`; README lists them."""
+
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", frozen=True, extra="ignore", env_ignore_empty=True)
+
+    data_dir: Path = Path("./.engram")
+    database_url: str | None = None
+    master_key: str | None = None
+    token_secret: str | None = None
+    max_text_bytes: Count = 8192
+    max_token_days: Seconds = 30
+    candidate_ttl_days: Seconds = 30
+    mode: Literal["off", "shadow", "enabled"] = "enabled"
+    company_allowlist: Annotated[frozenset[str], NoDecode] = frozenset()
+    poll_interval: Seconds = 1.0
+    sweep_interval: Seconds = 60.0
+    worker_interval: Seconds = 1.0
+    daily_tokens: Annotated[int, Field(ge=0)] = 250_000
+    daily_calls: Annotated[int, Field(ge=0)] = 100
+    person_daily_tokens: Annotated[int, Field(ge=0)] | None = None
+    person_daily_calls: Annotated[int, Field(ge=0)] | None = None
+    llm_base_url: str | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_api_key: str | None = None
+    kafka_bootstrap: str | None = None
+    kafka_partitions: Count = 8
+    visibility_timeout: Seconds = 5.0  # distributed mode: a write's wait for the workers before 202 visible:false
+    hindsight_url: str | None = None
+    hindsight_deadline_ms: Seconds = 150
+    db_pool_size: Count = 8
+    db_statement_timeout: Seconds = 10.0
+    db_lock_timeout: Seconds = 5.0
+    db_idle_timeout: Seconds = 5.0
+    db_connect_timeout: Seconds = 2.0
+
+    @field_validator("company_allowlist", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return frozenset(c.strip() for c in value.split(",") if c.strip())
+        return value
+
+    @field_validator("daily_tokens", "daily_calls", "person_daily_tokens", "person_daily_calls",
+                     "max_text_bytes", "kafka_partitions", "db_pool_size", mode="before")
+    @classmethod
+    def _whole(cls, value: object) -> object:
+        """Counts may be written like 2.5e5, as they always could; a fraction of one is refused."""
+        if isinstance(value, str) and value.strip():
+            try:
+                number = float(value)
+            except ValueError:
+                return value
+            return int(number) if number.is_integer() else value
+        return value
+
+    def replace(self, **changes: object) -> Settings:
+        """A copy with some values changed, checked like the environment's."""
+        return type(self).model_validate({**self.model_dump(), **changes})
 
 
-def _optional_int(name: str) -> int | None:
-    raw = os.environ.get(name)
-    return int(float(raw)) if raw not in (None, "") else None
-
-
-@dataclass(frozen=True)
-class Settings:
-    data_dir: Path = field(default_factory=lambda: Path(os.environ.get("ENGRAM_DATA_DIR", "./.engram")))
-    database_url: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_DATABASE_URL") or None)
-    master_key: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_MASTER_KEY") or None)
-    token_secret: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_TOKEN_SECRET") or None)
-    max_text_bytes: int = field(default_factory=lambda: int(_float("ENGRAM_MAX_TEXT_BYTES", 8192)))
-    candidate_ttl_days: float = field(default_factory=lambda: _float("ENGRAM_CANDIDATE_TTL_DAYS", 30))
-    poll_interval: float = field(default_factory=lambda: _float("ENGRAM_POLL_INTERVAL", 1.0))
-    mode: str = field(default_factory=lambda: os.environ.get("ENGRAM_MODE") or "enabled")
-    company_allowlist: frozenset[str] = field(default_factory=lambda: frozenset(
-        c.strip() for c in os.environ.get("ENGRAM_COMPANY_ALLOWLIST", "").split(",") if c.strip()))
-    sweep_interval: float = field(default_factory=lambda: _float("ENGRAM_SWEEP_INTERVAL", 60.0))
-    daily_tokens: int = field(default_factory=lambda: int(_float("ENGRAM_DAILY_TOKENS", 250_000)))
-    daily_calls: int = field(default_factory=lambda: int(_float("ENGRAM_DAILY_CALLS", 100)))
-    person_daily_tokens: int | None = field(default_factory=lambda: _optional_int("ENGRAM_PERSON_DAILY_TOKENS"))
-    person_daily_calls: int | None = field(default_factory=lambda: _optional_int("ENGRAM_PERSON_DAILY_CALLS"))
-    llm_base_url: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_LLM_BASE_URL") or None)
-    llm_model: str = field(default_factory=lambda: os.environ.get("ENGRAM_LLM_MODEL") or "gpt-4o-mini")
-    llm_api_key: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_LLM_API_KEY") or None)
-    worker_interval: float = field(default_factory=lambda: _float("ENGRAM_WORKER_INTERVAL", 1.0))
-    kafka_bootstrap: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_KAFKA_BOOTSTRAP") or None)
-    kafka_partitions: int = field(default_factory=lambda: int(_float("ENGRAM_KAFKA_PARTITIONS", 8)))
-    # distributed mode: how long a write waits for the workers before answering 202 with visible: false
-    visibility_timeout: float = field(default_factory=lambda: _float("ENGRAM_VISIBILITY_TIMEOUT", 5.0))
-    hindsight_url: str | None = field(default_factory=lambda: os.environ.get("ENGRAM_HINDSIGHT_URL") or None)
-    hindsight_deadline_ms: float = field(default_factory=lambda: _float("ENGRAM_HINDSIGHT_DEADLINE_MS", 150))
-    pool_size: int = field(default_factory=lambda: int(_float("ENGRAM_DB_POOL_SIZE", 8)))
-    max_token_days: float = field(default_factory=lambda: _float("ENGRAM_MAX_TOKEN_DAYS", 30))
+def describe(error: ValidationError) -> str:
+    """Which variables are wrong and why, named as the operator set them (never their values)."""
+    lines = []
+    for e in error.errors():
+        field = str(e["loc"][0]) if e.get("loc") else "?"
+        lines.append(f"ENGRAM_{field.upper()}: {e['msg']}")
+    return "; ".join(lines)

@@ -123,14 +123,13 @@ def test_bad_input_is_a_problem_and_writes_nothing(engram, client) -> None:
 
 
 def test_text_limit_is_configurable(settings, database) -> None:
-    from dataclasses import replace
-
+    
     from fastapi.testclient import TestClient
 
     from engram.api.bootstrap import Engram
     from engram.api.http import create_app
 
-    system = Engram.open(replace(settings, max_text_bytes=64), database=database, background=False)
+    system = Engram.open(settings.replace(max_text_bytes=64), database=database, background=False)
     try:
         with TestClient(create_app(system, SECRET)) as c:
             _is_problem(c.post("/v1/memories", json=remember_body("y" * 65), headers=auth()), 413, "text_too_large")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -31,7 +30,7 @@ def broker() -> Iterator[TansuBroker]:
 
 @pytest.fixture
 def system(settings, database, broker) -> Iterator[Engram]:
-    engram = Engram.open(replace(settings, kafka_bootstrap=broker.bootstrap, kafka_partitions=PARTITIONS),
+    engram = Engram.open(settings.replace(kafka_bootstrap=broker.bootstrap, kafka_partitions=PARTITIONS),
                          database=database, background=False)
     yield engram
     engram.close()
@@ -204,7 +203,7 @@ def test_topic_holds_no_plaintext(system) -> None:
 def test_workers_project_hindsight_wishes_and_scope_changes(settings, database, broker) -> None:
     """With Hindsight configured, the workers keep its wish list too, directory changes included
     (the syncer itself is tested against a real Hindsight in test_hindsight)."""
-    engram = Engram.open(replace(settings, kafka_bootstrap=broker.bootstrap, kafka_partitions=PARTITIONS,
+    engram = Engram.open(settings.replace(kafka_bootstrap=broker.bootstrap, kafka_partitions=PARTITIONS,
                                  hindsight_url="http://127.0.0.1:9"), database=database, background=False)
     assert "hindsight_sync" in engram.projections
     relay, worker = Background(relay_for(engram).run), started_worker(engram)

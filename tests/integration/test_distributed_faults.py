@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -123,7 +123,7 @@ def broker() -> Iterator[TansuBroker]:
 
 
 def open_system(settings: Any, database: Any, broker: TansuBroker, visibility_timeout: float) -> Engram:
-    return Engram.open(replace(settings, kafka_bootstrap=broker.bootstrap, kafka_partitions=PARTITIONS,
+    return Engram.open(settings.replace(kafka_bootstrap=broker.bootstrap, kafka_partitions=PARTITIONS,
                                visibility_timeout=visibility_timeout), database=database, background=False)
 
 

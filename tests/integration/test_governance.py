@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
@@ -183,7 +182,7 @@ def test_use_paused_and_learning_paused_are_independent(client, world) -> None:
 
 @pytest.mark.parametrize("mode", ["off", "shadow", "enabled"])
 def test_rollout_modes(settings, database, mode: str) -> None:
-    system = Engram.open(replace(settings, mode=mode, company_allowlist=frozenset({"acme"})), database=database,
+    system = Engram.open(settings.replace(mode=mode, company_allowlist=frozenset({"acme"})), database=database,
                          background=False)
     try:
         with TestClient(create_app(system, SECRET)) as c:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -58,7 +57,7 @@ def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
     # each test starts from an empty bank: the Hindsight server is shared by the module
     r = httpx.delete(f"{hindsight.url}/v1/default/banks/{bank()}", timeout=30, headers=signed(bank()))
     assert r.status_code in (200, 404), r.text
-    engram = Engram.open(replace(settings, hindsight_url=hindsight.url, master_key=MASTER), database=database, background=False)
+    engram = Engram.open(settings.replace(hindsight_url=hindsight.url, master_key=MASTER), database=database, background=False)
     yield engram
     engram.close()
 
@@ -282,7 +281,7 @@ def _wait(predicate, timeout: float = 60) -> None:  # noqa: ANN001
 def test_observations_map_through_their_source_facts_and_die_with_them(settings, database, observing) -> None:
     import httpx
 
-    system = Engram.open(replace(settings, hindsight_url=observing.url, master_key=MASTER), database=database,
+    system = Engram.open(settings.replace(hindsight_url=observing.url, master_key=MASTER), database=database,
                          background=False)
     try:
         system.service.semantic.deadline = 30

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -34,7 +33,7 @@ def make(settings, database) -> Iterator[Any]:
 
     def _make(clock: FixedClock | None = None, **overrides: Any) -> tuple[Engram, TestClient, FixedClock]:
         clock = clock or FixedClock(T0)
-        system = Engram.open(replace(settings, **overrides), database=database, clock=clock, background=False)
+        system = Engram.open(settings.replace(**overrides), database=database, clock=clock, background=False)
         systems.append(system)
         client = TestClient(create_app(system, SECRET))
         return system, client, clock

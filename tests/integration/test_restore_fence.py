@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -43,7 +42,7 @@ def recall(engram: Engram, query: str) -> list[str]:
 
 
 def test_restore_fence(settings, database, tmp_path: Path) -> None:
-    settings = replace(settings, data_dir=tmp_path / "data")
+    settings = settings.replace(data_dir=tmp_path / "data")
     a = Engram.open(settings, database=database, background=False)
     kept = a.service.remember(ALICE, text="I like walking to work", source=SOURCE, occurred_at=None,
                               visibility="general", team=None, valid_from=None, valid_to=None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -102,7 +101,7 @@ def test_secrets_are_refused_in_edits_corrections_and_proposals(engram, client) 
 
 def test_candidates_expire_and_are_shredded(settings, database) -> None:
     clock = FixedClock(datetime(2026, 11, 1, tzinfo=timezone.utc))
-    system = Engram.open(replace(settings, candidate_ttl_days=0.5), database=database, clock=clock, background=False)
+    system = Engram.open(settings.replace(candidate_ttl_days=0.5), database=database, clock=clock, background=False)
     try:
         alice = Caller("acme", "alice", "user")
         source = {"kind": "chat", "id": "c", "message_id": "m"}
@@ -128,7 +127,7 @@ def test_candidates_expire_and_are_shredded(settings, database) -> None:
 
 def test_rejected_candidates_are_shredded_and_expired_ones_cannot_be_confirmed(settings, database) -> None:
     clock = FixedClock(datetime(2026, 11, 1, tzinfo=timezone.utc))
-    system = Engram.open(replace(settings, candidate_ttl_days=1), database=database, clock=clock, background=False)
+    system = Engram.open(settings.replace(candidate_ttl_days=1), database=database, clock=clock, background=False)
     try:
         alice = Caller("acme", "alice", "user")
         source = {"kind": "chat", "id": "c", "message_id": "m"}

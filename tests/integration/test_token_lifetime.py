@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import jwt
@@ -29,7 +28,7 @@ def test_the_cap_is_configurable(settings, database) -> None:
     from engram.api.bootstrap import Engram
     from engram.api.http import create_app
 
-    system = Engram.open(replace(settings, max_token_days=1), database=database, background=False)
+    system = Engram.open(settings.replace(max_token_days=1), database=database, background=False)
     try:
         with TestClient(create_app(system, SECRET)) as c:
             assert _status(c, auth(ttl=timedelta(hours=23))) == (200, None)

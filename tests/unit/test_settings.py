@@ -1,0 +1,59 @@
+"""Configuration comes from ENGRAM_* variables, typed and checked; a bad value stops start-up, naming it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from engram.service.settings import Settings, describe
+
+ENGRAM = str(Path(sys.executable).parent / "engram")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("ENGRAM_"):
+            monkeypatch.delenv(name)
+
+
+def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().max_text_bytes == 8192 and Settings().mode == "enabled"
+    monkeypatch.setenv("ENGRAM_MAX_TEXT_BYTES", "4096")
+    monkeypatch.setenv("ENGRAM_COMPANY_ALLOWLIST", " acme, globex ,,")
+    monkeypatch.setenv("ENGRAM_MODE", "shadow")
+    monkeypatch.setenv("ENGRAM_DAILY_TOKENS", "2.5e5")
+    monkeypatch.setenv("ENGRAM_PERSON_DAILY_CALLS", "")  # empty means unset
+    monkeypatch.setenv("ENGRAM_DB_POOL_SIZE", "3")
+    s = Settings()
+    assert (s.max_text_bytes, s.company_allowlist, s.mode) == (4096, frozenset({"acme", "globex"}), "shadow")
+    assert (s.daily_tokens, s.person_daily_calls, s.db_pool_size) == (250_000, None, 3)
+    assert s.replace(max_text_bytes=64).max_text_bytes == 64 and s.max_text_bytes == 4096
+    with pytest.raises(ValidationError):
+        s.replace(db_pool_size=0)  # a changed copy is checked like the environment
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("ENGRAM_MODE", "sometimes"), ("ENGRAM_MAX_TEXT_BYTES", "-1"), ("ENGRAM_DB_POOL_SIZE", "-2"),
+    ("ENGRAM_POLL_INTERVAL", "soon"), ("ENGRAM_DAILY_CALLS", "1.5"), ("ENGRAM_MAX_TOKEN_DAYS", "-3"),
+])
+def test_a_bad_value_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    assert describe(refused.value).startswith(name + ":") and value not in describe(refused.value)
+
+
+def test_the_command_stops_with_the_variable_named(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "ENGRAM_DATA_DIR": str(tmp_path), "ENGRAM_MODE": "sometimes",
+           "ENGRAM_MASTER_KEY": "not-shown-anywhere"}
+    r = subprocess.run([ENGRAM, "token", "--company", "acme", "--user", "alice"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "ENGRAM_MODE" in r.stderr and "sometimes" not in r.stderr and "Traceback" not in r.stderr
