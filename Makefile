@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 HINDSIGHT := .venv-hindsight/bin/hindsight-api
 
-.PHONY: install hindsight serve test test-unit test-integration test-e2e bench clean
+.PHONY: install hindsight serve lint test test-unit test-integration test-e2e bench clean
 
 $(BIN)/engram: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,7 +26,10 @@ hindsight: $(HINDSIGHT)
 serve: install
 	$(BIN)/engram serve
 
-test: install hindsight
+lint: install
+	$(BIN)/ruff check src tests bench
+
+test: install hindsight lint
 	$(BIN)/python -m pytest -q tests
 
 test-unit: install

@@ -26,9 +26,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from engram.adapters.database import EmbeddedPostgres  # noqa: E402
 from engram.api.bootstrap import Engram  # noqa: E402
 from engram.api.http import create_app  # noqa: E402
-from helpers import SECRET  # noqa: E402
-from integration.test_fuzz import run_fuzz  # noqa: E402
 from engram.service.settings import Settings  # noqa: E402
+from integration.test_fuzz import run_fuzz  # noqa: E402
+
+from helpers import SECRET  # noqa: E402
 
 
 def main() -> int:

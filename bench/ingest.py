@@ -19,7 +19,6 @@ import threading
 import time
 from pathlib import Path
 
-
 from engram.adapters.database import EmbeddedPostgres  # noqa: E402
 from engram.api.bootstrap import Engram  # noqa: E402
 from engram.domain.receipt import receipt_uuid  # noqa: E402

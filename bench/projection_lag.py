@@ -29,10 +29,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 from engram.adapters.database import EmbeddedPostgres  # noqa: E402
 from engram.adapters.kafka import ProjectorWorker, Relay  # noqa: E402
 from engram.api.bootstrap import Engram  # noqa: E402
-from broker import TansuBroker  # noqa: E402
 from engram.domain.memory import Memory  # noqa: E402
 from engram.domain.scope import Caller, Scope  # noqa: E402
 from engram.service.settings import Settings  # noqa: E402
+
+from broker import TansuBroker  # noqa: E402
 
 ALICE = Caller("acme", "alice", "user")
 SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}

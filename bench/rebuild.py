@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 from uuid import uuid4
 
-
 from engram.adapters.database import EmbeddedPostgres  # noqa: E402
 from engram.api.bootstrap import Engram  # noqa: E402
 from engram.domain.evidence import Evidence, Source  # noqa: E402

@@ -165,6 +165,7 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
 def start_hindsight(db, tmp: Path, engram_master: str):  # noqa: ANN001, ANN201
     from engram.adapters.crypto import MasterKey
     from engram.hindsight_guard.tokens import public_key_text
+
     from hindsight_server import start_with_fake_llm
 
     key = public_key_text(MasterKey.from_text(engram_master).hindsight_signing_key())

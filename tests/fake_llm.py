@@ -15,7 +15,6 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-
 CONSOLIDATION_FACT = re.compile(r"^\[([0-9a-f-]{36})\] (.+?)(?: \((?:occurred|mentioned)_[^)]*\))?$", re.M)
 
 

@@ -455,7 +455,7 @@ class PartitionSettle:
         try:
             await asyncio.wait_for(seen.wait(), max(timeout, 0.0))
             return True
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             return False
         finally:
             self._unwatch(key)

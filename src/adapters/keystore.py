@@ -15,9 +15,9 @@ from typing import Any
 
 from eventsourcing.postgres import PostgresDatastore
 
-log = logging.getLogger("engram.keys")
-
 from .crypto import MasterKey, new_data_key
+
+log = logging.getLogger("engram.keys")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS engram_data_keys (

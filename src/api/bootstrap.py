@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
 
 import psycopg
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-from datetime import timedelta
 
+from engram.adapters.availability import UNAVAILABLE_ERRORS, Availability
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.budget import BudgetLedger, Limits
 from engram.adapters.content_rules import ContentRules
+from engram.adapters.crypto import MasterKey
+from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres, GuardedDatastore
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient
-from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
-from engram.adapters.crypto import MasterKey
-from engram.adapters.availability import UNAVAILABLE_ERRORS, Availability
-from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres, GuardedDatastore
 from engram.adapters.outage import Outage
+from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
 from engram.domain.clock import Clock
 from engram.domain.errors import Forbidden
 from engram.domain.rollout import Rollout

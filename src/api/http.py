@@ -2,8 +2,8 @@
 
 
 import json
-from datetime import timedelta
 from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request, Security
@@ -21,6 +21,7 @@ from engram.service.governance import GovernanceService
 from . import consistency, problems, reference
 from .bootstrap import Engram
 from .exports import to_markdown
+from .identity import caller_from_token
 from .reference import (
     AdminStatus,
     CandidateList,
@@ -33,15 +34,14 @@ from .reference import (
     History,
     MemoryList,
     MemoryOut,
-    ReceiptState,
     RecallOut,
+    ReceiptState,
     Rejected,
     Revocation,
     SettingsOut,
     answers,
 )
-from .identity import caller_from_token
-from .schemas import ConfirmIn, CorrectIn, DirectoryIn, ReceiptIn, RecallIn, RememberIn, SettingsIn
+from .schemas import ConfirmIn, CorrectIn, DirectoryIn, RecallIn, ReceiptIn, RememberIn, SettingsIn
 
 MAX_BODY_BYTES = 1024 * 1024
 

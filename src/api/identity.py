@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jwt
@@ -42,7 +42,7 @@ def issue_token(
         raise ValueError(f"entry must be one of {', '.join(ENTRIES)}")
     if role == "bot" and not bot:
         raise ValueError("a bot token needs --bot")
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     claims: dict[str, Any] = {
         "sub": user, "company": company, "role": role, "entry": entry,
         "iat": int(now.timestamp()), "exp": int((now + ttl).timestamp()),
@@ -79,7 +79,7 @@ def caller_from_token(secret: str, token: str | None, *, max_lifetime: timedelta
     if role == "bot" and not (isinstance(bot, str) and bot):
         raise InvalidToken("a bot token must name its bot")
     exp = claims.get("exp")
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if not isinstance(exp, (int, float)) or exp > (now + max_lifetime).timestamp():
         raise TokenTooLong(f"tokens may expire at most {max_lifetime.days} days ahead")
     return Caller(company=company, person=sub, role=role, bot=bot if role == "bot" else None, entry=entry)

@@ -12,12 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from engram.adapters.availability import UNAVAILABLE_ERRORS, RETRY_AFTER_SECONDS, DatabaseUnavailable
+from engram.adapters.availability import RETRY_AFTER_SECONDS, UNAVAILABLE_ERRORS, DatabaseUnavailable
 from engram.domain.errors import DomainError
 
 log = logging.getLogger("engram.api")
 
-_HTTP_CODES = {400: "malformed_json", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
+_HTTP_CODES = {400: "malformed_json", 404: "not_found", 405: "method_not_allowed", 413: "body_too_large",
+               415: "unsupported_media_type"}
 
 
 def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> JSONResponse:

@@ -6,8 +6,8 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AwareDatetime,
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,

@@ -6,12 +6,12 @@ disagree on years outside 1-9999 once an offset is applied), so nothing outside 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .errors import DomainError
 
-EARLIEST = datetime(1900, 1, 1, tzinfo=timezone.utc)
-LATEST = datetime(2200, 1, 1, tzinfo=timezone.utc)
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 
 
 class InvalidTime(DomainError):
@@ -25,7 +25,7 @@ def check_instant(value: datetime | None, what: str = "time") -> datetime | None
     if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise InvalidTime(f"{what} must carry an offset")
     try:
-        in_utc = value.astimezone(timezone.utc)
+        in_utc = value.astimezone(UTC)
     except (OverflowError, ValueError):
         raise InvalidTime(f"{what} must lie between 1900-01-01 and 2200-01-01 UTC") from None
     if not EARLIEST <= in_utc <= LATEST:

@@ -20,7 +20,9 @@ from engram.adapters.blind_index import BlindIndex
 from engram.adapters.crypto import MasterKey
 from engram.adapters.keystore import KeyStore
 from engram.adapters.mapper import SealingMapper
+from engram.domain.bundle import fit
 from engram.domain.clock import Clock
+from engram.domain.directory import Directory
 from engram.domain.errors import (
     Conflict,
     DomainError,
@@ -31,13 +33,11 @@ from engram.domain.errors import (
     SensitiveAckRequired,
     SourceRevoked,
 )
-from engram.domain.bundle import fit
 from engram.domain.evidence import Evidence, Source
 from engram.domain.hints import SemanticHints
 from engram.domain.instant import check_instant
 from engram.domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory
 from engram.domain.receipt import Receipt
-from engram.domain.directory import Directory
 from engram.domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, refuse_secrets
 from engram.domain.rollout import ENABLED, OFF, SHADOW, EngramOff, Rollout
 from engram.domain.scope import Caller, Grants, Scope

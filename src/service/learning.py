@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -38,8 +38,8 @@ class LearningSettings:
 
 
 def next_utc_midnight(now: datetime) -> datetime:
-    day = now.astimezone(timezone.utc).date() + timedelta(days=1)
-    return datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+    day = now.astimezone(UTC).date() + timedelta(days=1)
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 class LearningService:
@@ -186,7 +186,7 @@ class LearningService:
         """One metered model call. False when the receipt must wait (budget) or retry (error)."""
         text = receipt.text or ""
         estimate = self.extractor.estimate_tokens(text)
-        day = now.astimezone(timezone.utc).date()
+        day = now.astimezone(UTC).date()
         reservation = self.budget.reserve(receipt.company, receipt.person, day, estimate, self.settings.limits, now)
         if isinstance(reservation, Refusal):
             if reservation.reason == TOO_LARGE:

@@ -123,7 +123,7 @@ def test_bad_input_is_a_problem_and_writes_nothing(engram, client) -> None:
 
 
 def test_text_limit_is_configurable(settings, database) -> None:
-    
+
     from fastapi.testclient import TestClient
 
     from engram.api.bootstrap import Engram

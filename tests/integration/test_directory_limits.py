@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from engram.adapters.availability import DatabaseTimeout
+
 from helpers import auth, remember_body
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

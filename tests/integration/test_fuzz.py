@@ -12,7 +12,8 @@ schema-valid requests must match the document (status, content type, body schema
 
 The case counts are set by ENGRAM_FUZZ_EXAMPLES (per operation and mode; default 40) and
 ENGRAM_FUZZ_EXTREMES (default 600): about 2,200 cases, about a minute on a 2-core machine. The cases
-are the same on every run (derandomized); ENGRAM_FUZZ_RANDOM=1 draws new ones. bench/fuzz.py runs the same harness with larger counts.
+are the same on every run (derandomized); ENGRAM_FUZZ_RANDOM=1 draws new ones. bench/fuzz.py runs the same
+harness with larger counts.
 """
 
 from __future__ import annotations

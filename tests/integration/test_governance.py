@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-
 import pytest
 from fastapi.testclient import TestClient
 
 from engram.api.bootstrap import Engram
 from engram.api.http import create_app
+
 from helpers import SECRET, auth, put_directory, remember_body, token
 
 DIRECTORY = {

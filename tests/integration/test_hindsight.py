@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from engram.api.bootstrap import Engram
 from engram.domain.scope import Caller, Scope
 from engram.hindsight_guard import tokens
 from engram.hindsight_guard.tokens import public_key_text
+
 from hindsight_server import HindsightServer, hindsight_binary, start_with_fake_llm
 
 pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight not installed (make hindsight)")
@@ -373,7 +374,7 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
     answers_within_the_deadline({before, during})
     hindsight.start()
     system.service.clock = system.syncer.memories.clock = type(
-        "Later", (), {"now": lambda self: datetime.now(timezone.utc) + timedelta(hours=1)})()
+        "Later", (), {"now": lambda self: datetime.now(UTC) + timedelta(hours=1)})()
     assert system.syncer.sync() == 1 and system.syncer.backlog() == {"done": 2}
     system.service.semantic.deadline = 30
     body = system.service.recall(ALICE, query="plants by the window", as_of=None, max_bytes=17500, limit=10)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pytest
@@ -14,10 +14,11 @@ from engram.adapters.budget import BudgetLedger, Limits, Refusal, Reservation
 from engram.api.bootstrap import Engram
 from engram.api.http import create_app
 from engram.domain.clock import FixedClock
+
 from fake_llm import FakeLLM
 from helpers import SECRET, auth, remember_body
 
-T0 = datetime(2026, 11, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -66,7 +67,7 @@ def test_receipt_becomes_candidate_with_exact_evidence(make) -> None:
     ev = found["I prefer weekly reports as short bullet points"]["evidence"][0]
     assert ev["quote"] == "I prefer weekly reports as short bullet points." and ev["quote"] in en
     assert ev["source"] == {"kind": "chat", "id": "chat-42", "message_id": "m-r-1"}
-    assert datetime.fromisoformat(ev["occurred_at"]) == datetime(2026, 11, 2, 1, 0, tzinfo=timezone.utc)
+    assert datetime.fromisoformat(ev["occurred_at"]) == datetime(2026, 11, 2, 1, 0, tzinfo=UTC)
     assert found["以后开会请提前十分钟提醒我"]["evidence"][0]["quote"] in zh
     status = client.get("/v1/receipts/r-1", headers=auth()).json()
     assert status["state"] == "processed" and len(status["candidate_ids"]) == 1

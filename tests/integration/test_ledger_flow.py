@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from fastapi.testclient import TestClient
 
 from engram.api.http import create_app
+
 from helpers import SECRET, auth, put_directory, remember_body
 
 TEXT = "I prefer weekly reports as short bullet points, zebrafinch-7781"
@@ -126,7 +127,7 @@ def test_rebuilding_the_recall_view_after_forget_brings_nothing_back(engram, cli
 
 def test_valid_time_supersede_and_as_of(client) -> None:
     alice = auth()
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
     m = client.post("/v1/memories", json=remember_body("My manager is Dana", valid_from=t0.isoformat()),
                     headers=alice).json()
     assert m["time_uncertain"] is False

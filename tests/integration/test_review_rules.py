@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from fastapi.testclient import TestClient
@@ -12,6 +12,7 @@ from engram.api.bootstrap import Engram
 from engram.api.http import create_app
 from engram.domain.clock import FixedClock
 from engram.domain.scope import Caller
+
 from helpers import SECRET, auth, remember_body
 
 SECRETS = [
@@ -100,7 +101,7 @@ def test_secrets_are_refused_in_edits_corrections_and_proposals(engram, client) 
 
 
 def test_candidates_expire_and_are_shredded(settings, database) -> None:
-    clock = FixedClock(datetime(2026, 11, 1, tzinfo=timezone.utc))
+    clock = FixedClock(datetime(2026, 11, 1, tzinfo=UTC))
     system = Engram.open(settings.replace(candidate_ttl_days=0.5), database=database, clock=clock, background=False)
     try:
         alice = Caller("acme", "alice", "user")
@@ -126,7 +127,7 @@ def test_candidates_expire_and_are_shredded(settings, database) -> None:
 
 
 def test_rejected_candidates_are_shredded_and_expired_ones_cannot_be_confirmed(settings, database) -> None:
-    clock = FixedClock(datetime(2026, 11, 1, tzinfo=timezone.utc))
+    clock = FixedClock(datetime(2026, 11, 1, tzinfo=UTC))
     system = Engram.open(settings.replace(candidate_ttl_days=1), database=database, clock=clock, background=False)
     try:
         alice = Caller("acme", "alice", "user")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from engram.domain.memory import Memory
 from engram.domain.scope import Scope
 
-T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def test_stored_event_is_sealed_and_decodes_after_shredding(engram) -> None:

@@ -18,7 +18,7 @@ def test_fit_stays_within_budget_and_only_cuts_the_end(text: str, quotes: list[s
     assert truncated == (content_size(text, evidence) > budget)
     assert text.startswith(kept)
     assert [e["source"] for e in kept_evidence] == [e["source"] for e in evidence]
-    for original, cut in zip(quotes, kept_evidence):
+    for original, cut in zip(quotes, kept_evidence, strict=True):
         assert original.startswith(cut["quote"])
     if not truncated:
         assert (kept, kept_evidence) == (text, evidence)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -21,7 +21,7 @@ from engram.domain.scope import Caller, Grants, Scope
 from engram.domain.text import validate_text
 from engram.domain.visibility import may_use
 
-T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SRC = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
@@ -19,7 +19,7 @@ offsets = st.integers(min_value=-(14 * 60), max_value=14 * 60).map(lambda m: tim
 def test_a_time_is_accepted_exactly_when_it_lies_within_1900_and_2200_utc(naive: datetime, tz: timezone) -> None:
     aware = naive.replace(tzinfo=tz)
     try:
-        inside = EARLIEST <= aware.astimezone(timezone.utc) <= LATEST
+        inside = EARLIEST <= aware.astimezone(UTC) <= LATEST
     except OverflowError:
         inside = False
     if inside:
