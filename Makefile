@@ -28,6 +28,7 @@ serve: install
 
 lint: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/lint-imports
 
 test: install hindsight lint
 	$(BIN)/python -m pytest -q tests

@@ -295,8 +295,12 @@ class Engram:
     def restore_fence(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
         from engram.service.restore import apply_fence
 
+        def rebuild_all() -> None:
+            for name in self.projections:
+                self.rebuild(name, progress)
+
         with self.datastore.long_running():
-            return apply_fence(self, progress)
+            return apply_fence(self.service, rebuild_all)
 
     def close(self) -> None:
         for sweeper in self.sweepers:

@@ -345,6 +345,11 @@ class ProjectorRunner:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
+            try:  # wake the loop's LISTEN wait now rather than after poll_interval
+                with self.recorder.datastore.get_connection() as conn:
+                    conn.execute(f'NOTIFY "{self.recorder.channel_name}"')
+            except Exception:  # noqa: BLE001 - the database may be gone; the wait ends by itself then
+                pass
             self._thread.join(timeout=5)
 
     def _run(self) -> None:

@@ -13,13 +13,13 @@ from engram.domain.memory import EXPIRED, FORGOTTEN, PENDING, Memory
 from engram.domain.receipt import Receipt
 
 if TYPE_CHECKING:
-    from engram.api.bootstrap import Engram
+    from .engram import MemoryService
 
 
-def apply_fence(engram: Engram, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+def apply_fence(service: MemoryService, rebuild_all: Callable[[], None]) -> dict[str, int]:
     """Replay all tombstones: re-destroy keys, append the events the restored database lacks,
     then rebuild every projection from the (now complete) event store."""
-    service, app = engram.service, engram.app
+    app = service.app
     fence = service.tombstones
     fence.refresh()
     tombstones = fence.journal.all()
@@ -64,6 +64,5 @@ def apply_fence(engram: Engram, progress: Callable[[int, int], None] | None = No
             service.save(aggregate)
             counts["events_appended"] += 1
     app.keys.vacuum()
-    for name in engram.projections:
-        engram.rebuild(name, progress)
+    rebuild_all()
     return counts

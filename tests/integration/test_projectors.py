@@ -92,3 +92,13 @@ def test_projection_status_reports_lag(engram) -> None:
     assert lag == {"recall": 1, "review": 1, "governance": 1, "inbox": 1}
     engram.runner.catch_up_all()
     assert {row["projection"]: row["lag"] for row in engram.status()} == {"recall": 0, "review": 0, "governance": 0, "inbox": 0}
+
+
+def test_stopping_the_runner_wakes_its_wait(engram) -> None:
+    import time
+
+    engram.runner.poll_interval = 30.0  # a stop must not wait out the poll
+    engram.runner.start()
+    time.sleep(0.5)
+    engram.runner.stop()  # joins for at most 5 s: still alive then means it slept through the stop
+    assert not engram.runner._thread.is_alive()
