@@ -40,7 +40,8 @@ def _files_containing(root: Path, needles: list[bytes]) -> list[str]:
 
 
 def _checkpoint(engram) -> None:
-    with engram.app.factory.datastore.get_connection() as conn:
+    # a checkpoint of a server many tests share can outlast a request's statement timeout
+    with engram.datastore.long_running(), engram.datastore.get_connection() as conn:
         conn.execute("CHECKPOINT")
 
 
