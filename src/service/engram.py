@@ -48,6 +48,7 @@ from engram.projections.recall import RecallQueries
 from engram.projections.sealing import unseal_from_view
 
 from .pending_writes import collector
+from .views import candidate_of, candidate_of_row, memory_of, memory_of_row
 
 PURGED_COPIES = ("event_store", "recall_view", "review_queue")
 
@@ -192,26 +193,6 @@ class MemoryService:
     def _text(self, text: str) -> str:
         return validate_text(text, self.max_text_bytes)
 
-    @staticmethod
-    def memory_view(m: Memory) -> dict[str, Any]:
-        cur = m.current
-        forgotten = m.status == FORGOTTEN
-        return {
-            "id": str(m.id),
-            "text": None if forgotten else cur["text"],
-            "status": m.status,
-            "revision": m.revision,
-            "visibility": m.visibility,
-            "team": m.team,
-            "source": m.source,
-            "valid_from": cur["valid_from"],
-            "valid_to": cur["valid_to"],
-            "time_uncertain": cur["time_uncertain"],
-            "evidence": [] if forgotten or m.evidence is None else m.evidence,
-            "created_at": m.created_on,
-            "updated_at": m.modified_on,
-        }
-
     # -- commands ------------------------------------------------------------
 
     def remember(
@@ -244,12 +225,12 @@ class MemoryService:
                 evidence=evidence, review=SENSITIVE, expires_at=now + self.candidate_ttl,
                 valid_from=valid_from, valid_to=valid_to, actor=caller.bot or caller.person, at=now,
             )
-            return self.candidate_view_from(candidate)
+            return candidate_of(candidate)
         memory = self._create_memory(
             Memory.remember, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
             evidence=evidence, valid_from=valid_from, valid_to=valid_to, actor=caller.bot or caller.person, at=now,
         )
-        return self.memory_view(memory)
+        return memory_of(memory)
 
     def _check_restricted(self, caller: Caller, team: str | None, source_id: str,
                           standing: Standing | None = None) -> None:
@@ -299,15 +280,7 @@ class MemoryService:
             evidence=[Evidence(quote, origin, occurred_at or now).as_dict()],
             review=review, expires_at=now + self.candidate_ttl, actor="engram", at=now, id=id, receipt=receipt,
         )
-        return self.candidate_view_from(memory)
-
-    @staticmethod
-    def candidate_view_from(m: Memory) -> dict[str, Any]:
-        return {
-            "id": str(m.id), "text": m.current["text"], "status": m.status, "review": m.review,
-            "visibility": m.visibility, "team": m.team, "source": m.source,
-            "evidence": m.evidence or [], "proposed_at": m.created_on, "expires_at": m.expires_at,
-        }
+        return candidate_of(memory)
 
     def confirm(self, caller: Caller, memory_id: str, *, text: str | None, acknowledge_sensitive: bool) -> dict[str, Any]:
         self._refuse_administrative(caller)
@@ -320,7 +293,7 @@ class MemoryService:
         memory.confirm(text=text, acknowledge_sensitive=acknowledge_sensitive,
                        actor=caller.bot or caller.person, at=self.clock.now())
         self.save(memory)
-        return self.memory_view(memory)
+        return memory_of(memory)
 
     def reject(self, caller: Caller, memory_id: str) -> dict[str, Any]:
         self._refuse_administrative(caller)
@@ -355,7 +328,7 @@ class MemoryService:
         memory.correct(text=text, valid_from=valid_from, valid_to=valid_to, reason=reason,
                        actor=caller.bot or caller.person, at=self.clock.now())
         self.save(memory)
-        return self.memory_view(memory)
+        return memory_of(memory)
 
     def forget(self, caller: Caller, memory_id: str) -> dict[str, Any]:
         """Record the tombstone, destroy the key (use stops at once), then record the content-free event.
@@ -435,7 +408,7 @@ class MemoryService:
     # -- queries -------------------------------------------------------------
 
     def get(self, caller: Caller, memory_id: str) -> dict[str, Any]:
-        return self.memory_view(self._load(caller, memory_id))
+        return memory_of(self._load(caller, memory_id))
 
     def history(self, caller: Caller, memory_id: str) -> dict[str, Any]:
         memory = self._load(caller, memory_id)
@@ -483,15 +456,7 @@ class MemoryService:
             if not may_use(caller, _row_scope(row), grants):
                 continue
             text, evidence = (None, []) if row["status"] == FORGOTTEN else self._unsealed(row)
-            items.append({
-                "id": str(row["memory_id"]),
-                "text": text,
-                "status": row["status"], "revision": row["revision"], "visibility": row["visibility"],
-                "team": row["team"], "source": row["source"], "valid_from": row["valid_from"],
-                "valid_to": row["valid_to"], "time_uncertain": row["time_uncertain"],
-                "evidence": evidence,
-                "created_at": row["created_at"], "updated_at": row["updated_at"],
-            })
+            items.append(memory_of_row(row, text, evidence))
         next_cursor = None
         if len(rows) > limit:
             last = rows[limit - 1]
@@ -508,13 +473,7 @@ class MemoryService:
             if not may_use(caller, _row_scope(row), grants):
                 continue
             text, evidence = self._unsealed(row)
-            items.append({
-                "id": str(row["memory_id"]), "text": text,
-                "status": "pending_review", "review": row["review"], "visibility": row["visibility"],
-                "team": row["team"], "source": row["source"],
-                "evidence": evidence,
-                "proposed_at": row["proposed_at"], "expires_at": row["expires_at"],
-            })
+            items.append(candidate_of_row(row, text, evidence))
         return {"items": items}
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:

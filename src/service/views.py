@@ -1,0 +1,61 @@
+"""What a memory and a candidate look like to their person: each document's shape is decided here, once,
+whether it is built from the aggregate (after a command) or from a view row (lists)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from engram.domain.memory import FORGOTTEN, Memory
+
+
+def memory_document(*, id: Any, text: str | None, status: str, revision: int, visibility: str, team: str | None,
+                    source: dict[str, Any], valid_from: datetime | None, valid_to: datetime | None,
+                    time_uncertain: bool, evidence: list[Any], created_at: datetime,
+                    updated_at: datetime) -> dict[str, Any]:
+    return {"id": str(id), "text": text, "status": status, "revision": revision, "visibility": visibility,
+            "team": team, "source": source, "valid_from": valid_from, "valid_to": valid_to,
+            "time_uncertain": time_uncertain, "evidence": evidence, "created_at": created_at, "updated_at": updated_at}
+
+
+def memory_of(m: Memory) -> dict[str, Any]:
+    cur, forgotten = m.current, m.status == FORGOTTEN
+    return memory_document(
+        id=m.id, text=None if forgotten else cur["text"], status=m.status, revision=m.revision,
+        visibility=m.visibility, team=m.team, source=m.source, valid_from=cur["valid_from"],
+        valid_to=cur["valid_to"], time_uncertain=cur["time_uncertain"],
+        evidence=[] if forgotten or m.evidence is None else m.evidence, created_at=m.created_on,
+        updated_at=m.modified_on,
+    )
+
+
+def memory_of_row(row: dict[str, Any], text: str | None, evidence: list[Any]) -> dict[str, Any]:
+    return memory_document(
+        id=row["memory_id"], text=text, status=row["status"], revision=row["revision"],
+        visibility=row["visibility"], team=row["team"], source=row["source"], valid_from=row["valid_from"],
+        valid_to=row["valid_to"], time_uncertain=row["time_uncertain"], evidence=evidence,
+        created_at=row["created_at"], updated_at=row["updated_at"],
+    )
+
+
+def candidate_document(*, id: Any, text: str | None, status: str, review: str, visibility: str, team: str | None,
+                       source: dict[str, Any], evidence: list[Any], proposed_at: datetime,
+                       expires_at: datetime | None) -> dict[str, Any]:
+    return {"id": str(id), "text": text, "status": status, "review": review, "visibility": visibility,
+            "team": team, "source": source, "evidence": evidence, "proposed_at": proposed_at,
+            "expires_at": expires_at}
+
+
+def candidate_of(m: Memory) -> dict[str, Any]:
+    return candidate_document(
+        id=m.id, text=m.current["text"], status=m.status, review=m.review, visibility=m.visibility, team=m.team,
+        source=m.source, evidence=m.evidence or [], proposed_at=m.created_on, expires_at=m.expires_at,
+    )
+
+
+def candidate_of_row(row: dict[str, Any], text: str | None, evidence: list[Any]) -> dict[str, Any]:
+    return candidate_document(
+        id=row["memory_id"], text=text, status="pending_review", review=row["review"],
+        visibility=row["visibility"], team=row["team"], source=row["source"], evidence=evidence,
+        proposed_at=row["proposed_at"], expires_at=row["expires_at"],
+    )
