@@ -87,3 +87,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"CI=true: {len(_skipped)} skipped test(s) count as failures:", red=True)
         for line in _skipped:
             terminalreporter.write_line("  " + line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # Broker clients of finished tests may still log from daemon threads while the interpreter exits;
+    # nothing may print after the summary line.
+    import logging
+
+    logging.disable(logging.CRITICAL)
