@@ -75,3 +75,16 @@ def wait_until_ready(proc: subprocess.Popen, url: str, output: Callable[[], str]
     proc.kill()
     raise TimeoutError("engram serve did not become ready:\n" + output())
 
+
+def stored_events(engram: Any) -> int:
+    """How many events the store holds: a refused request must leave this unchanged."""
+    return engram.app.recorder.max_notification_id() or 0
+
+
+def is_problem(r: Any, status: int, code: str) -> None:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
+    assert body["code"] == code and body["status"] == status
+    assert {"type", "title", "detail"} <= body.keys()
+

@@ -7,15 +7,11 @@ from uuid import uuid4
 
 import pytest
 
-from helpers import auth, put_directory, remember_body
+from helpers import auth, put_directory, remember_body, stored_events
 
 DIRECTORY = {"teams": {"t-risk": {"members": ["alice"]}},
              "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}},
              "bots": {"b-helper": {"teams": ["t-risk"], "sources": ["s-jira"]}}}
-
-
-def _events(engram) -> int:
-    return engram.app.recorder.max_notification_id() or 0
 
 
 def _refused(r) -> None:
@@ -44,7 +40,7 @@ def world(client) -> dict:
 
 
 def _assert_bot_can_do_nothing(engram, client, world, bot: dict[str, str]) -> None:
-    before = _events(engram)
+    before = stored_events(engram)
     kept, candidate = world["kept"], world["candidate"]
     _refused(client.post("/v1/memories", json=remember_body("I like green tea"), headers=bot))
     _refused(client.post("/v1/receipts", json=_receipt("r-bot"), headers=bot))
@@ -54,7 +50,7 @@ def _assert_bot_can_do_nothing(engram, client, world, bot: dict[str, str]) -> No
     _refused(client.post(f"/v1/memories/{kept}/forget", headers=bot))
     _refused(client.post("/v1/sources/chat-42/revoke", headers=bot))
     _refused(client.put("/v1/settings", json={"learning_paused": True, "use_paused": True}, headers=bot))
-    assert _events(engram) == before
+    assert stored_events(engram) == before
     # reads find nothing
     assert client.get(f"/v1/memories/{kept}", headers=bot).status_code == 404
     assert client.get(f"/v1/memories/{kept}/history", headers=bot).status_code == 404
@@ -98,12 +94,12 @@ def test_remembering_into_a_revoked_source_is_refused_and_stores_nothing(engram,
     source = {"kind": "chat", "id": "chat-9", "message_id": "m-1"}
     assert client.post("/v1/memories", json=remember_body("First thought", source=source), headers=me).status_code == 201
     assert client.post("/v1/sources/chat-9/revoke", headers=me).status_code == 202
-    before = _events(engram)
+    before = stored_events(engram)
     r = client.post("/v1/memories", json=remember_body("Second thought", source={**source, "message_id": "m-2"}),
                     headers=me)
     assert r.status_code == 409 and r.json()["code"] == "source_revoked", r.text
     assert "thought" not in r.text
-    assert _events(engram) == before
+    assert stored_events(engram) == before
     # another source and another person are unaffected
     assert client.post("/v1/memories", json=remember_body("Elsewhere"), headers=me).status_code == 201
     assert client.post("/v1/memories", json=remember_body("Bob's", source=source),

@@ -8,7 +8,7 @@ from uuid import uuid4
 
 import pytest
 
-from helpers import auth, remember_body
+from helpers import auth, remember_body, stored_events
 
 EXTREMES = [
     "0001-01-01T00:00:00+14:00",  # year 0 in UTC: PostgreSQL stores it, Python cannot read it back
@@ -19,10 +19,6 @@ EXTREMES = [
     "10000-01-01T00:00:00Z",
 ]
 EDGES = ["1900-01-01T00:00:00Z", "1900-01-01T00:00:00-01:00", "2200-01-01T00:00:00Z", "2199-12-31T23:00:00-00:59"]
-
-
-def _events(engram) -> int:
-    return engram.app.recorder.max_notification_id() or 0
 
 
 def _invalid_time(r) -> None:
@@ -37,7 +33,7 @@ def memory_id(client) -> str:
 
 
 def test_extreme_times_are_refused_everywhere_and_store_nothing(engram, client, memory_id) -> None:
-    before = _events(engram)
+    before = stored_events(engram)
     for value in EXTREMES:
         for field in ("valid_from", "valid_to", "occurred_at"):
             for text in ("tea at noon", "My blood pressure medication is at 8am"):  # plain, and a sensitive candidate
@@ -51,7 +47,7 @@ def test_extreme_times_are_refused_everywhere_and_store_nothing(engram, client, 
         _invalid_time(client.post("/v1/recall", json={"query": "notes", "as_of": value}, headers=auth()))
     for not_a_time in (0, 1e18, True, [], {"year": 2026}):
         _invalid_time(client.post("/v1/recall", json={"query": "notes", "as_of": not_a_time}, headers=auth()))
-    assert _events(engram) == before
+    assert stored_events(engram) == before
     # every company still writes and reads
     other = auth(company="globex", user="gina")
     assert client.post("/v1/memories", json=remember_body("Gina prefers mornings"), headers=other).status_code == 201

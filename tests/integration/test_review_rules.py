@@ -13,7 +13,7 @@ from engram.api.http import create_app
 from engram.domain.clock import FixedClock
 from engram.domain.scope import Caller
 
-from helpers import SECRET, auth, remember_body
+from helpers import SECRET, auth, remember_body, stored_events
 
 SECRETS = [
     "my password is hunter2-orchid",
@@ -35,17 +35,13 @@ SENSITIVE = [
 ORDINARY = ["I prefer weekly reports as short bullet points", "以后开会请提前十分钟提醒我", "My manager is Dana"]
 
 
-def _events(engram) -> int:
-    return engram.app.recorder.max_notification_id() or 0
-
-
 @pytest.mark.parametrize("text", SECRETS)
 def test_secrets_are_refused_and_leave_no_trace(engram, client, caplog, text: str) -> None:
     caplog.set_level(logging.DEBUG)
-    before = _events(engram)
+    before = stored_events(engram)
     r = client.post("/v1/memories", json=remember_body(text), headers=auth())
     assert r.status_code == 422 and r.json()["code"] == "secret_refused"
-    assert _events(engram) == before
+    assert stored_events(engram) == before
     marker = text.split()[-1][-6:]
     assert marker not in r.text and marker not in caplog.text
     with engram.app.factory.datastore.transaction() as curs:
