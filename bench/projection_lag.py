@@ -56,9 +56,9 @@ class Background:
 
 
 def workers_for(engram: Engram, n: int) -> tuple[list[ProjectorWorker], list[Background]]:
-    ws = [ProjectorWorker(list(engram.projections.values()), engram.app.factory.datastore,
-                          engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
-                          keys=engram.app.keys) for _ in range(n)]
+    ws = [ProjectorWorker(list(engram.projections.values()), engram.store.datastore,
+                          engram.store.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
+                          keys=engram.store.keys) for _ in range(n)]
     bgs = [Background(w.run) for w in ws]
     for w in ws:
         w.ready.wait(60)
@@ -69,7 +69,7 @@ def latency(engram: Engram, writes: int) -> list[float]:
     out = []
     for i in range(writes):
         t = time.perf_counter()
-        engram.service.remember(ALICE, text=f"lag probe {i} heron", source=SOURCE, occurred_at=None,
+        engram.memories.remember(ALICE, text=f"lag probe {i} heron", source=SOURCE, occurred_at=None,
                                 visibility="general", team=None, valid_from=None, valid_to=None)
         out.append((time.perf_counter() - t) * 1000)
     return out
@@ -77,21 +77,21 @@ def latency(engram: Engram, writes: int) -> list[float]:
 
 def seed(engram: Engram, events: int) -> None:
     batch = []
-    now = engram.service.clock.now()
+    now = engram.ledger.clock.now()
     for i in range(events):
         m = Memory.remember(id=uuid4(), scope=Scope("acme", f"p{i % 20}"), source=SOURCE, text=f"seed {i} plover",
                             evidence=[], valid_from=None, valid_to=None, actor="bench", at=now)
-        engram.app.keys.create(m.id, "acme")
+        engram.store.keys.create(m.id, "acme")
         batch.append(m)
         if len(batch) == 250:
-            engram.app.save(*batch)
+            engram.store.save(*batch)
             batch = []
     if batch:
-        engram.app.save(*batch)
+        engram.store.save(*batch)
 
 
 def applied_everywhere(engram: Engram, head: int) -> bool:
-    rows = [r for r in engram.status() if "partition" in r]
+    rows = [r for r in engram.operations.status() if "partition" in r]
     return bool(rows) and all(r["position"] >= head for r in rows)
 
 
@@ -118,7 +118,7 @@ def main() -> None:
             db = server.with_dbname("lag_kafka")
             db.ensure_exists()
             engram = Engram.open(base.replace(kafka_bootstrap=broker.bootstrap), database=db, background=False)
-            relay = Background(Relay(engram.app.recorder, engram.app.factory.datastore, broker.bootstrap, PARTITIONS,
+            relay = Background(Relay(engram.store.recorder, engram.store.datastore, broker.bootstrap, PARTITIONS,
                                      list(engram.projections), poll_interval=0.5).run)
             _, bgs = workers_for(engram, 1)
             latency(engram, 10)  # warm-up
@@ -137,10 +137,10 @@ def main() -> None:
                 db.ensure_exists()
                 engram = Engram.open(base.replace(kafka_bootstrap=broker.bootstrap), database=db, background=False)
                 seed(engram, args.events)
-                head = engram.app.recorder.max_notification_id() or 0
+                head = engram.store.recorder.max_notification_id() or 0
                 _, bgs = workers_for(engram, n)
                 t = time.perf_counter()
-                relay = Background(Relay(engram.app.recorder, engram.app.factory.datastore, broker.bootstrap,
+                relay = Background(Relay(engram.store.recorder, engram.store.datastore, broker.bootstrap,
                                          PARTITIONS, list(engram.projections), poll_interval=0.1).run)
                 while not applied_everywhere(engram, head):
                     time.sleep(0.05)

@@ -42,7 +42,7 @@ def main() -> None:
         t = time.perf_counter()
         memories = args.events // 2
         batch: list[Memory] = []
-        now = engram.service.clock.now()
+        now = engram.ledger.clock.now()
         src = Source("chat", "chat-1", "m-1")
         for i in range(memories):
             text = "I prefer " + " ".join(r.choice(WORDS) for _ in range(8))
@@ -51,17 +51,17 @@ def main() -> None:
                                 actor="bench", at=now)
             m.correct(text=text + " and " + r.choice(WORDS), valid_from=None, valid_to=None, reason=None,
                       actor="bench", at=now)
-            engram.app.keys.create(m.id, "acme")
+            engram.store.keys.create(m.id, "acme")
             batch.append(m)
             if len(batch) == 250:
-                engram.app.save(*batch)
+                engram.store.save(*batch)
                 batch = []
         if batch:
-            engram.app.save(*batch)
-        head = engram.app.recorder.max_notification_id()
+            engram.store.save(*batch)
+        head = engram.store.recorder.max_notification_id()
         print(f"seeded {head} events in {time.perf_counter() - t:.1f}s", file=sys.stderr)
         t = time.perf_counter()
-        applied = engram.rebuild("recall")
+        applied = engram.operations.rebuild("recall")
         took = time.perf_counter() - t
         print(f"rebuild recall: {applied} events in {took:.1f}s ({applied / took:.0f} events/s)")
     finally:

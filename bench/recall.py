@@ -66,9 +66,9 @@ def sentence(r: random.Random) -> str:
 
 def seed(engram: Engram, n: int, start: int) -> None:
     r = random.Random(start)
-    app, keys = engram.app, engram.app.keys
+    app, keys = engram.store, engram.store.keys
     batch = []
-    now = engram.service.clock.now()
+    now = engram.ledger.clock.now()
     for i in range(n):
         person = PEOPLE[i % len(PEOPLE)]
         text = sentence(r)
@@ -101,7 +101,7 @@ def bench_inprocess(engram: Engram, qs: list[tuple[str, str]]) -> list[float]:
     times = []
     for person, q in qs:
         t = time.perf_counter()
-        engram.service.recall(Caller("acme", person, "bot", bot="b-1"), query=q, as_of=None,
+        engram.recall.recall(Caller("acme", person, "bot", bot="b-1"), query=q, as_of=None,
                               max_bytes=17500, limit=20)
         times.append((time.perf_counter() - t) * 1000)
     return times
@@ -123,8 +123,7 @@ def bench_http(url: str, secret: str, qs: list[tuple[str, str]]) -> list[float]:
 
 def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server: object,
                     deadline_ms: float) -> None:
-    from engram.adapters.hindsight import HindsightClient, bank_for
-    from engram.service.hindsight_sync import SemanticIndex
+    from engram.adapters.hindsight import HindsightClient, SemanticIndex, bank_for
 
     assert engram.syncer is not None
     t = time.perf_counter()
@@ -151,15 +150,15 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
         print(f"{size:>9} {label:<17} {pct(times, 50):>8.2f} {pct(times, 95):>8.2f}   {degraded}/{n} degraded")
 
     def recall(person: str, q: str) -> dict:
-        return engram.service.recall(Caller("acme", person, "bot", bot="b-1"), query=q, as_of=None,
+        return engram.recall.recall(Caller("acme", person, "bot", bot="b-1"), query=q, as_of=None,
                                      max_bytes=17500, limit=20)
 
-    engram.service.semantic = None
+    engram.recall.semantic = None
     run("sql only", recall)
-    engram.service.semantic = semantic
+    engram.recall.semantic = semantic
     run("hindsight-ranked", recall)
     run("hindsight direct", lambda person, q: direct.recall(bank_for(Scope("acme", person)), q, deadline=30))
-    engram.service.semantic = None
+    engram.recall.semantic = None
 
 
 def start_hindsight(db, tmp: Path, engram_master: str):  # noqa: ANN001, ANN201
@@ -199,7 +198,7 @@ def main() -> None:
         settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret,
                             hindsight_url=hindsight.url)
     engram = Engram.open(settings, database=db, background=False)
-    engram.service.semantic = None  # bench_hindsight switches it per mode
+    engram.recall.semantic = None  # bench_hindsight switches it per mode
     engram.governance.put_directory(Caller("acme", "root", "admin"), {"bots": {"b-1": {}}})
     url_db = f"postgresql://{db.user}@/{db.dbname}?host={db.host}&port={db.port}"
     seeded = 0
@@ -220,7 +219,7 @@ def main() -> None:
             bench_inprocess(engram, qs[:20])
             ip = bench_inprocess(engram, qs)
             items = statistics.mean(
-                len(engram.service.recall(Caller("acme", p, "user"), query=q, as_of=None, max_bytes=17500,
+                len(engram.recall.recall(Caller("acme", p, "user"), query=q, as_of=None, max_bytes=17500,
                                           limit=20)["items"]) for p, q in qs[:50])
             print(f"{n:>9} {'in-process':<11} {pct(ip, 50):>8.2f} {pct(ip, 95):>8.2f} {items:>10.1f}")
             port = free_port()

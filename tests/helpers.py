@@ -78,7 +78,7 @@ def wait_until_ready(proc: subprocess.Popen, url: str, output: Callable[[], str]
 
 def stored_events(engram: Any) -> int:
     """How many events the store holds: a refused request must leave this unchanged."""
-    return engram.app.recorder.max_notification_id() or 0
+    return engram.store.recorder.max_notification_id() or 0
 
 
 def is_problem(r: Any, status: int, code: str) -> None:

@@ -13,10 +13,12 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from engram.domain.hints import SemanticHints, SemanticIndexUnavailable
 from engram.domain.scope import GENERAL, Scope
 from engram.hindsight_guard import tokens
 
@@ -140,3 +142,37 @@ class HindsightClient:
             else:
                 hints.append(Hint(kind, score, document_id=res.get("document_id")))
         return hints
+
+
+class SemanticIndex:
+    """Recall hints from Hindsight within a deadline. Facts map to memories by document id;
+    observations through their source facts' document ids (see `domain.hints` for how they count)."""
+
+    def __init__(self, client: HindsightClient, deadline_ms: float) -> None:
+        self.client = client
+        self.deadline = deadline_ms / 1000
+
+    def hints(self, scopes: list[Scope], query: str) -> SemanticHints:
+        started = time.monotonic()
+        out = SemanticHints()
+        for scope in scopes:
+            left = self.deadline - (time.monotonic() - started)
+            if left <= 0:
+                raise SemanticIndexUnavailable("deadline passed")
+            try:
+                hints = self.client.recall(bank_for(scope), query, deadline=left)
+            except HindsightUnavailable as e:
+                raise SemanticIndexUnavailable(str(e)) from None
+            for h in hints:
+                if h.kind == "observation":
+                    out.add_observation(h.score, frozenset(_memory_id(d) for d in h.source_document_ids))
+                elif (memory_id := _memory_id(h.document_id)) is not None:
+                    out.add_fact(memory_id, h.score)
+        return out
+
+
+def _memory_id(document_id: str | None) -> str | None:
+    try:
+        return str(UUID(document_id)) if document_id else None
+    except ValueError:
+        return None

@@ -2,44 +2,42 @@
 
 from __future__ import annotations
 
-import logging
 import math
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 import psycopg
 
-from engram.adapters.availability import UNAVAILABLE_ERRORS, Availability
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.budget import BudgetLedger, Limits
 from engram.adapters.content_rules import ContentRules
 from engram.adapters.crypto import MasterKey
-from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres, GuardedDatastore
+from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
-from engram.adapters.hindsight import HindsightClient
-from engram.adapters.outage import Outage
+from engram.adapters.hindsight import HindsightClient, SemanticIndex
+from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
 from engram.domain.clock import Clock
-from engram.domain.errors import Forbidden
 from engram.domain.rollout import Rollout
-from engram.domain.scope import Caller
 from engram.projections.base import EngramProjection, ProjectorRunner, safe_decoder
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
-from engram.projections.recall import RecallProjection, RecallQueries, RecallView
+from engram.projections.purge import ALWAYS, HINDSIGHT, PurgeTracker
+from engram.projections.recall import RecallProjection, RecallView
+from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
-from engram.service.engram import EngramApplication, MemoryService
 from engram.service.governance import GovernanceService
-from engram.service.hindsight_sync import HindsightSyncer, SemanticIndex
+from engram.service.hindsight_sync import HindsightSyncer
 from engram.service.learning import LearningService, LearningSettings
+from engram.service.ledger import EventStore, Ledger
+from engram.service.memories import MemoryService
+from engram.service.operations import Operations
+from engram.service.ports import Settler
+from engram.service.recall import RecallService
 from engram.service.settings import Settings
-
-log = logging.getLogger("engram")
 
 PROJECTIONS = ("recall", "review", "governance", "inbox")
 
@@ -64,51 +62,25 @@ def token_secret(settings: Settings) -> str:
     return settings.token_secret or master_key(settings).token_secret()
 
 
-class Sweeper:
-    """Runs periodic housekeeping (candidate expiry) in the background."""
-
-    def __init__(self, task: Callable[[], object], interval: float) -> None:
-        self.task, self.interval = task, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="engram-sweeper", daemon=True)
-        self._outage = Outage(log, f"database (sweep {getattr(task, '__qualname__', 'task')})", first=interval)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        delay = self.interval
-        while not self._stop.wait(delay):
-            delay = self.interval
-            try:
-                self.task()
-            except UNAVAILABLE_ERRORS as exc:  # an outage: one line when it starts, a growing pause meanwhile
-                delay = max(self.interval, self._outage.failed(exc))
-                continue
-            except Exception:  # noqa: BLE001 - housekeeping must outlive a bad item
-                log.exception("sweep failed; will retry")
-            self._outage.ok()
-
-
 @dataclass
 class Engram:
+    """A composed deployment: every service, read model and background loop, built once by `open`."""
+
     settings: Settings
     database: Database
     master: MasterKey
-    app: EngramApplication
+    store: EventStore
     projections: dict[str, EngramProjection]
     runner: ProjectorRunner
-    service: MemoryService
+    ledger: Ledger
+    memories: MemoryService
+    recall: RecallService
     governance: GovernanceService
     learning: LearningService
-    embedded: EmbeddedPostgres | None = None
-    background: bool = field(default=False)
-    sweepers: list[Sweeper] = field(default_factory=list)
+    operations: Operations
     syncer: HindsightSyncer | None = None
+    embedded: EmbeddedPostgres | None = None
+    sweepers: list[Sweeper] = field(default_factory=list)
 
     @classmethod
     def open(
@@ -131,184 +103,90 @@ class Engram:
         journal = (KafkaJournal(settings.kafka_bootstrap, settings.kafka_partitions) if settings.kafka_bootstrap
                    else FileJournal(settings.data_dir / "tombstones.jsonl"))
         fence = Fence(journal)
+        copies = (*ALWAYS, HINDSIGHT) if settings.hindsight_url else ALWAYS
         # API replicas, relays and workers may start together: one of them creates the schema at a time.
         with schema_lock(database):
             timeouts = DatabaseTimeouts(statement=settings.db_statement_timeout,
                                         lock=math.ceil(settings.db_lock_timeout),
                                         idle_in_transaction=math.ceil(settings.db_idle_timeout),
                                         connect=settings.db_connect_timeout)
-            app = EngramApplication(database.eventsourcing_env(settings.db_pool_size, timeouts), master, fence)
-            datastore = app.factory.datastore  # type: ignore[attr-defined]
+            store = EventStore(database.eventsourcing_env(settings.db_pool_size, timeouts), master, fence)
+            datastore = store.datastore
             index = BlindIndex(master)
-            recall_view = RecallView(datastore, "recall")
-            review_view = ReviewView(datastore, "review")
-            governance_view = GovernanceView(datastore, "governance")
-            inbox_view = InboxView(datastore, "inbox")
-            for view in (recall_view, review_view, governance_view, inbox_view):
+            purge = PurgeTracker(datastore, copies)
+            purge.create_tables()
+            views = {"recall": RecallView(datastore, "recall"), "review": ReviewView(datastore, "review"),
+                     "governance": GovernanceView(datastore, "governance"), "inbox": InboxView(datastore, "inbox")}
+            if settings.hindsight_url:
+                views["hindsight_sync"] = HindsightSyncView(datastore, "hindsight_sync")
+            for view in views.values():
                 view.create_table()
             projections: dict[str, EngramProjection] = {
-                "recall": RecallProjection(recall_view, app.keys, index),
-                "review": ReviewProjection(review_view, app.keys),
-                "governance": GovernanceProjection(governance_view),
-                "inbox": InboxProjection(inbox_view),
+                "recall": RecallProjection(views["recall"], store.keys, index, purge),
+                "review": ReviewProjection(views["review"], store.keys, purge),
+                "governance": GovernanceProjection(views["governance"]),
+                "inbox": InboxProjection(views["inbox"]),
             }
             if settings.hindsight_url:
-                sync_view = HindsightSyncView(datastore, "hindsight_sync")
-                sync_view.create_table()
-                projections["hindsight_sync"] = HindsightSyncProjection(sync_view)
-            InboxQueries(datastore).create_tables()
-            BudgetLedger(datastore).create_tables()
+                projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"])
+            inbox = InboxQueries(datastore)
+            inbox.create_tables()
+            budget = BudgetLedger(datastore)
+            budget.create_tables()
         runner = ProjectorRunner(
-            app.recorder, safe_decoder(app.mapper.to_domain_event), list(projections.values()),
-            poll_interval=settings.poll_interval, keys=app.keys,
+            store.recorder, safe_decoder(store.mapper.to_domain_event), list(projections.values()),
+            poll_interval=settings.poll_interval, keys=store.keys,
         )
-        settler: object = runner
-        if settings.kafka_bootstrap:
+        distributed = bool(settings.kafka_bootstrap)
+        settler: Settler = runner
+        if distributed:
             from engram.adapters.kafka import PartitionSettle
 
             settler = PartitionSettle(datastore, list(projections), settings.kafka_partitions,
                                       timeout=settings.visibility_timeout)
-        service = MemoryService(
-            app, settler, RecallQueries(datastore), index, clock or Clock(),
-            max_text_bytes=settings.max_text_bytes,
-            candidate_ttl=timedelta(days=settings.candidate_ttl_days),
-            governance=GovernanceQueries(datastore),
-            modes=Rollout(settings.mode, settings.company_allowlist),
-            policy=ContentRules(),
-            tombstones=fence,
-        )
-        inbox = InboxQueries(datastore)
-        budget = BudgetLedger(datastore)
+        ledger = Ledger(store, settler, GovernanceQueries(datastore), modes=Rollout(settings.mode, settings.company_allowlist),
+                        clock=clock or Clock(), tombstones=fence)
+        queries = RecallQueries(datastore)
+        memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(),
+                                 max_text_bytes=settings.max_text_bytes,
+                                 candidate_ttl=timedelta(days=settings.candidate_ttl_days))
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
-        learning = LearningService(service, inbox, budget, extractor, LearningSettings(limits=Limits(
+        learning = LearningService(memories, inbox, budget, extractor, LearningSettings(limits=Limits(
             settings.daily_tokens, settings.daily_calls, settings.person_daily_tokens, settings.person_daily_calls)))
-        syncer = None
+        syncer = semantic = None
         if settings.hindsight_url:
             signing_key = master.hindsight_signing_key()
-            syncer = HindsightSyncer(service, HindsightClient(settings.hindsight_url, signing_key=signing_key))
-            service.purged_copies = (*service.purged_copies, "hindsight")
-            service.semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
-                                             settings.hindsight_deadline_ms)
-        engram = cls(settings, database, master, app, projections, runner, service, GovernanceService(service),
-                     learning, embedded, background, syncer=syncer)
-        distributed = bool(settings.kafka_bootstrap)
+            syncer = HindsightSyncer(ledger, HindsightClient(settings.hindsight_url, signing_key=signing_key), purge)
+            semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
+                                     settings.hindsight_deadline_ms)
+        recall = RecallService(ledger, queries, index, memories, semantic, max_text_bytes=settings.max_text_bytes)
+        sweepers = []
+        if background:
+            sweepers = [Sweeper(memories.expire_due_candidates, settings.sweep_interval),
+                        Sweeper(learning.clear_processed_payloads, settings.sweep_interval),
+                        Sweeper(learning.work, settings.worker_interval)]
+            if syncer is not None:
+                sweepers.append(Sweeper(syncer.sync, settings.worker_interval))
+        engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,
+                     GovernanceService(ledger), learning,
+                     Operations(ledger, projections, learning, fence, settings, syncer),
+                     syncer, embedded, sweepers)
         if not distributed:
             runner.catch_up_all()
-        if background:
-            if not distributed:
+            if background:
                 runner.start()
-            engram.sweepers = [
-                Sweeper(service.expire_due_candidates, settings.sweep_interval),
-                Sweeper(learning.clear_processed_payloads, settings.sweep_interval),
-                Sweeper(learning.work, settings.worker_interval),
-            ]
-            if syncer is not None:
-                engram.sweepers.append(Sweeper(syncer.sync, settings.worker_interval))
-            for sweeper in engram.sweepers:
-                sweeper.start()
+        for sweeper in sweepers:
+            sweeper.start()
         return engram
-
-    def status(self) -> list[dict[str, object]]:
-        """Position and lag of each projection: in-process (global) and, in distributed mode, per partition."""
-        head = self.app.recorder.max_notification_id() or 0
-        rows: list[dict[str, object]] = []
-        partitions: dict[str, dict[int, int]] = {}
-        with self.app.factory.datastore.get_connection() as conn:  # type: ignore[attr-defined]
-            for r in conn.execute("SELECT projection, partition, notification_id FROM engram_partition_tracking"):
-                partitions.setdefault(r["projection"], {})[r["partition"]] = int(r["notification_id"])
-        for name, p in self.projections.items():
-            if self.settings.kafka_bootstrap:
-                parts = partitions.get(name, {})
-                for part in range(self.settings.kafka_partitions):
-                    pos = parts.get(part, 0)
-                    rows.append({"projection": name, "partition": part, "position": pos, "head": head,
-                                 "lag": head - pos})
-            else:
-                pos = p.view.position()
-                rows.append({"projection": name, "position": pos, "head": head, "lag": head - pos})
-        return rows
-
-    def quarantined(self) -> dict[str, int]:
-        """Events each projection set aside because it could not apply them."""
-        with self.app.factory.datastore.get_connection() as conn:  # type: ignore[attr-defined]
-            rows = conn.execute("SELECT projection, count(*) AS n FROM engram_quarantine GROUP BY projection")
-            found = {r["projection"]: int(r["n"]) for r in rows}
-        return {name: found.get(name, 0) for name in self.projections}
-
-    @property
-    def availability(self) -> Availability:
-        return self.datastore.availability
-
-    @property
-    def datastore(self) -> GuardedDatastore:
-        return self.app.factory.datastore  # type: ignore[attr-defined, no-any-return]
-
-    def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
-        with self.datastore.long_running():  # one transaction over every event: no request timeouts
-            return self.projections[name].rebuild(self.app.recorder, self.decode, progress, keys=self.app.keys)
-
-    @property
-    def decode(self) -> Callable[[Any], Any]:
-        """Stored event -> domain event; one that cannot be decoded is marked for quarantine, not raised."""
-        return safe_decoder(self.app.mapper.to_domain_event)
-
-    def admin_status(self, caller: Caller) -> dict[str, object]:
-        """For company admins and operators: dependencies, backlogs, today's budget. Never memory text."""
-        if not caller.is_administrative:
-            raise Forbidden("only company admins and operators may see the status")
-        lag = max((int(r["lag"]) for r in self.status()), default=0)  # type: ignore[call-overload]
-        today = self.service.clock.now().date()
-        return {
-            "company": caller.company,
-            "mode": self.service.modes.mode(caller.company),
-            "dependencies": {
-                "database": "ok",
-                "kafka": "configured" if self.settings.kafka_bootstrap else "not used (in-process projectors)",
-                "llm": "configured" if self.settings.llm_base_url else "not used (rule-based extraction)",
-                "hindsight": "configured" if self.settings.hindsight_url else "not used (SQL ranking)",
-            },
-            "quarantined_events": self.quarantined(),
-            "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag,
-                         "hindsight_sync": self.syncer.backlog() if self.syncer else None},
-            "budget_today": {**self.learning.budget.today(caller.company, today),
-                             "token_limit": self.settings.daily_tokens, "call_limit": self.settings.daily_calls},
-        }
-
-    def metrics(self) -> str:
-        """Prometheus text: counts and lags only."""
-        lines = ["# TYPE engram_projection_lag gauge"]
-        for r in self.status():
-            part = f',partition="{r["partition"]}"' if "partition" in r else ""
-            lines.append(f'engram_projection_lag{{projection="{r["projection"]}"{part}}} {r["lag"]}')
-        lines.append("# HELP engram_quarantined_events Events a projection set aside because it could not apply them")
-        lines.append("# TYPE engram_quarantined_events gauge")
-        for name, n in self.quarantined().items():
-            lines.append(f'engram_quarantined_events{{projection="{name}"}} {n}')
-        lines.append("# TYPE engram_inbox_receipts gauge")
-        for state, n in sorted(self.learning.inbox.backlog().items()):
-            lines.append(f'engram_inbox_receipts{{state="{state}"}} {n}')
-        lines.append("# TYPE engram_events_total counter")
-        lines.append(f"engram_events_total {self.app.recorder.max_notification_id() or 0}")
-        return "\n".join(lines) + "\n"
-
-    def restore_fence(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
-        from engram.service.restore import apply_fence
-
-        def rebuild_all() -> None:
-            for name in self.projections:
-                self.rebuild(name, progress)
-
-        with self.datastore.long_running():
-            return apply_fence(self.service, rebuild_all)
 
     def close(self) -> None:
         for sweeper in self.sweepers:
             sweeper.stop()
         self.runner.stop()
-        self.app.close()
-        journal = getattr(self.service.tombstones, "journal", None)
-        if hasattr(journal, "close"):
+        self.store.close()
+        journal = getattr(self.ledger.tombstones, "journal", None)
+        if journal is not None and hasattr(journal, "close"):
             journal.close()
         if self.embedded is not None:
             self.embedded.stop()

@@ -69,11 +69,11 @@ def cmd_projections(args: argparse.Namespace) -> int:
     if args.action == "status":
         assert engram is not None
         try:
-            for row in engram.status():
+            for row in engram.operations.status():
                 part = f" partition {row['partition']:>3}" if "partition" in row else ""
                 print(f"{row['projection']:<10}{part} position {row['position']:>10}  head {row['head']:>10}  "
                       f"lag {row['lag']}")
-            for name, n in engram.quarantined().items():
+            for name, n in engram.operations.quarantined().items():
                 if n:
                     print(f"{name:<10} quarantined {n} event(s): see table engram_quarantine", file=sys.stderr)
         finally:
@@ -85,7 +85,7 @@ def cmd_projections(args: argparse.Namespace) -> int:
         engram.close()
         return 2
     try:
-        applied = engram.rebuild(args.name, _progress_bar(f"rebuild {args.name}"))
+        applied = engram.operations.rebuild(args.name, _progress_bar(f"rebuild {args.name}"))
         print(f"rebuilt {args.name}: applied {applied} events")
     finally:
         engram.close()
@@ -129,7 +129,7 @@ def _distributed_engram() -> Engram:
 def cmd_restore(args: argparse.Namespace) -> int:
     engram = Engram.open(_settings(), background=False)
     try:
-        counts = engram.restore_fence(_progress_bar("rebuild"))
+        counts = engram.operations.restore_fence(_progress_bar("rebuild"))
         print(f"fence applied: {counts['tombstones']} tombstones, {counts['keys_destroyed']} keys destroyed, "
               f"{counts['events_appended']} events appended; projections rebuilt")
     finally:
@@ -167,7 +167,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
 
     _quiet_kafka_client()
     engram = _distributed_engram()
-    relay = Relay(engram.app.recorder, engram.app.factory.datastore, engram.settings.kafka_bootstrap or "",
+    relay = Relay(engram.store.recorder, engram.store.datastore, engram.settings.kafka_bootstrap or "",
                   engram.settings.kafka_partitions, list(engram.projections), poll_interval=engram.settings.poll_interval,
                   alive=_alive_file(args.alive_file))
     print(f"engram relay: publishing to {engram.settings.kafka_bootstrap}", file=sys.stderr)
@@ -188,9 +188,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if unknown:
         engram.close()
         raise ValueError(f"unknown projections: {', '.join(unknown)}")
-    worker = ProjectorWorker([engram.projections[n] for n in names], engram.app.factory.datastore,
-                             engram.decode, engram.settings.kafka_bootstrap or "",
-                             engram.settings.kafka_partitions, keys=engram.app.keys,
+    worker = ProjectorWorker([engram.projections[n] for n in names], engram.store.datastore,
+                             engram.operations.decode, engram.settings.kafka_bootstrap or "",
+                             engram.settings.kafka_partitions, keys=engram.store.keys,
                              alive=_alive_file(args.alive_file))
     print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
     try:

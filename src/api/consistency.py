@@ -9,26 +9,30 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING, cast
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.adapters.tombstones import TombstonesUnavailable
-from engram.service.engram import MemoryService
 from engram.service.pending_writes import collecting
+from engram.service.ports import Settler
 
 from . import problems
+
+if TYPE_CHECKING:
+    from engram.adapters.kafka import PartitionSettle
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class AwaitVisibility:
-    """ASGI middleware around every `/v1/` write: collects what the request stored (MemoryService.save
+    """ASGI middleware around every `/v1/` write: collects what the request stored (Ledger.save
     fills the collector) and holds its successful answer until the projectors have applied it."""
 
-    def __init__(self, app: ASGIApp, service: MemoryService) -> None:
-        self.app, self.service = app, service
+    def __init__(self, app: ASGIApp, settler: Settler) -> None:
+        self.app, self.settler = app, settler
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in READS or not scope["path"].startswith("/v1/"):
@@ -47,7 +51,7 @@ class AwaitVisibility:
                     held.append(message)
                     if message.get("more_body", False):
                         return
-                    settle = self.service.projector
+                    settle = cast("PartitionSettle", self.settler)  # only a deferring settler is awaited here
                     left = settle.timeout - (time.monotonic() - arrived)
                     visible = await settle.visible(pending.recordings, max(left, 0.05))  # one look, at least
                     for m in held if visible else _not_visible_yet(held):
@@ -72,10 +76,10 @@ def _not_visible_yet(held: list[Message]) -> list[Message]:
     return [{**start, "status": 202, "headers": headers}, {"type": "http.response.body", "body": body}]
 
 
-def install(app: FastAPI, service: MemoryService) -> None:
+def install(app: FastAPI, settler: Settler) -> None:
     """Wait for visibility on writes; refuse (503 + Retry-After) what cannot get its tombstone."""
-    if getattr(service.projector, "defers", False):
-        app.add_middleware(AwaitVisibility, service=service)
+    if settler.defers:
+        app.add_middleware(AwaitVisibility, settler=settler)
 
     @app.exception_handler(TombstonesUnavailable)
     async def tombstones_unavailable(_: Request, exc: TombstonesUnavailable) -> JSONResponse:

@@ -15,8 +15,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.domain.errors import Forbidden
 from engram.domain.scope import Caller
-from engram.service.engram import MemoryService
 from engram.service.governance import GovernanceService
+from engram.service.memories import MemoryService
 
 from . import consistency, problems, reference
 from .bootstrap import Engram
@@ -149,11 +149,11 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
     app.add_middleware(BodyLimit)
     problems.install(app)
     reference.install(app)  # /openapi.json with problems and the bearer scheme; /docs without a CDN
-    consistency.install(app, engram.service)  # read-your-writes: 202 + visible: false when stalled
+    consistency.install(app, engram.ledger.settler)  # read-your-writes: 202 + visible: false when stalled
     app.state.engram = engram
 
     def service() -> MemoryService:
-        return engram.service
+        return engram.memories
 
     max_token_lifetime = timedelta(days=engram.settings.max_token_days)
 
@@ -164,7 +164,7 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
                                  max_lifetime=max_token_lifetime)
 
     def admitted_caller(who: Annotated[Caller, Depends(any_caller)]) -> Caller:
-        engram.service.admit(who)
+        engram.ledger.admit(who)
         return who
 
     Who = Annotated[Caller, Depends(admitted_caller)]
@@ -190,7 +190,7 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
 
     @app.get("/readyz", responses=answers({200: Health}, 503))
     async def readyz() -> Any:
-        availability = engram.availability
+        availability = engram.operations.availability
         if availability.up and await run_in_threadpool(availability.ready):
             return {"status": "ready"}
         return problems.unavailable()
@@ -253,8 +253,8 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
         return svc.reject(who, memory_id)
 
     @app.post("/v1/recall", responses=answers({200: RecallOut}))
-    def recall(body: RecallIn, who: Anyone, svc: Svc) -> Response:
-        result = svc.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit)
+    def recall(body: RecallIn, who: Anyone) -> Response:
+        result = engram.recall.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit)
         # The service answers in plain JSON types; skip the generic encoder on the hot path.
         return Response(json.dumps(result, ensure_ascii=False, separators=(",", ":")), media_type="application/json")
 
@@ -279,11 +279,11 @@ def create_app(engram: Engram, token_secret: str) -> FastAPI:
 
     @app.get("/v1/admin/status", responses=answers({200: AdminStatus}, 403))
     def admin_status(who: Anyone) -> Any:
-        return engram.admin_status(who)
+        return engram.operations.admin_status(who)
 
     @app.get("/metrics", response_class=PlainTextResponse)
     def metrics() -> PlainTextResponse:
-        return PlainTextResponse(engram.metrics(), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(engram.operations.metrics(), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/admin/directory", responses=answers({200: DirectoryOut}, 403))
     def get_directory(who: Admin, gov: Gov) -> Any:

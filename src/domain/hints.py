@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+class SemanticIndexUnavailable(Exception):
+    """The semantic index did not answer in time; recall falls back to SQL ranking, marked degraded."""
+
+
 @dataclass
 class SemanticHints:
     facts: dict[str, float] = field(default_factory=dict)

@@ -205,6 +205,9 @@ class EngramProjection(Projection[View]):
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         raise NotImplementedError
 
+    def cleared(self, curs: Cursor[Any]) -> None:
+        """The view was just emptied for a rebuild (same transaction): withdraw what it reported elsewhere."""
+
     def begin(self) -> None:
         """Start of a batch: forget anything accumulated by a batch that was rolled back."""
 
@@ -246,6 +249,7 @@ class EngramProjection(Projection[View]):
             self.view.lock_position(curs)
             curs.execute("SELECT 1 FROM engram_partition_tracking WHERE projection = %s FOR UPDATE", (self.name,))
             self.view.clear(curs)
+            self.cleared(curs)
             curs.execute("DELETE FROM engram_quarantine WHERE projection = %s", (self.name,))
             position = 0
             while position < head:
@@ -276,6 +280,7 @@ class ProjectorRunner:
     """
 
     BATCH = 500
+    defers = False  # a write waits for these projectors in its own thread
 
     def __init__(
         self,

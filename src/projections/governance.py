@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS engram_settings (
 );
 """
 
-EMPTY_DIRECTORY = {"teams": {}, "sources": {}, "bots": {}}
+EMPTY_DIRECTORY: dict[str, dict[str, object]] = {"teams": {}, "sources": {}, "bots": {}}
 
 
 class GovernanceView(View):

@@ -1,6 +1,6 @@
 """The recall view: each memory's current state, the revisions that answer for some
 valid time, and a blind term index over them. No plaintext: text is sealed under the
-memory's key, terms are keyed hashes. Also records the forget requests it has purged.
+memory's key, terms are keyed hashes. Reports its purges to the purge tracker.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from psycopg.types.json import Jsonb
 
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.keystore import KeyStore
+from engram.adapters.view_cipher import seal_for_view, unseal_from_view
 from engram.domain.memory import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, answer_periods
 
 from .base import EngramProjection, View
-from .sealing import seal_for_view, unseal_from_view
+from .purge import EVENT_STORE, RECALL_VIEW, PurgeTracker
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_memories (
@@ -87,31 +88,7 @@ CREATE TABLE IF NOT EXISTS engram_recall_stats (
     PRIMARY KEY (company, person)
 );
 CREATE INDEX IF NOT EXISTS engram_recall_terms_memory ON engram_recall_terms (memory_id);
-CREATE TABLE IF NOT EXISTS engram_forgets (
-    forget_id text PRIMARY KEY,
-    memory_id uuid NOT NULL,
-    company text NOT NULL,
-    person text NOT NULL,
-    requested_at timestamptz NOT NULL
-);
-CREATE TABLE IF NOT EXISTS engram_purge_copies (
-    forget_id text NOT NULL,
-    copy text NOT NULL,
-    state text NOT NULL,
-    evidence text,
-    purged_at timestamptz,
-    PRIMARY KEY (forget_id, copy)
-);
 """
-
-
-def record_purged_copy(curs: Cursor[Any], forget_id: str, copy: str, evidence: str, at: Any) -> None:
-    curs.execute(
-        "INSERT INTO engram_purge_copies (forget_id, copy, state, evidence, purged_at) "
-        "VALUES (%s, %s, 'purged', %s, %s) ON CONFLICT (forget_id, copy) DO UPDATE "
-        "SET state = 'purged', evidence = EXCLUDED.evidence, purged_at = EXCLUDED.purged_at",
-        (forget_id, copy, evidence, at),
-    )
 
 
 class RecallView(View):
@@ -121,22 +98,18 @@ class RecallView(View):
         "engram_recall_terms",
         "engram_recall_revisions",
         "engram_memories",
-        "engram_forgets",
     )
-
-    def clear(self, curs: Cursor[Any]) -> None:
-        super().clear(curs)
-        curs.execute("DELETE FROM engram_purge_copies WHERE copy IN ('event_store', 'recall_view')")
 
 
 class RecallProjection(EngramProjection):
     name = "recall"
     view_class = RecallView
 
-    def __init__(self, view: View, keys: KeyStore, index: BlindIndex) -> None:
+    def __init__(self, view: View, keys: KeyStore, index: BlindIndex, purge: PurgeTracker) -> None:
         super().__init__(view)
         self.keys = keys
         self.index = index
+        self.purge = purge
         self._batch = threading.local()
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
@@ -229,21 +202,20 @@ class RecallProjection(EngramProjection):
         owner = curs.fetchone()
         if owner is None:
             return
-        curs.execute(
-            "INSERT INTO engram_forgets (forget_id, memory_id, company, person, requested_at) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            (e.forget_id, e.originator_id, owner["company"], owner["person"], e.timestamp),
-        )
-        record_purged_copy(
-            curs, e.forget_id, "event_store",
+        self.purge.opened(curs, e.forget_id, e.originator_id, owner["company"], owner["person"], e.timestamp)
+        self.purge.purged(
+            curs, e.forget_id, EVENT_STORE,
             "data key destroyed; every stored event of this memory is ciphertext under it",
             e.key_destroyed_at,
         )
-        record_purged_copy(
-            curs, e.forget_id, "recall_view",
+        self.purge.purged(
+            curs, e.forget_id, RECALL_VIEW,
             f"deleted {revisions} revision rows and {terms} term rows at position {t.notification_id}",
             e.timestamp,
         )
+
+    def cleared(self, curs: Cursor[Any]) -> None:
+        self.purge.withdraw(curs, (EVENT_STORE, RECALL_VIEW), requests=True)
 
     # -- helpers --------------------------------------------------------------
 
@@ -337,152 +309,3 @@ class RecallProjection(EngramProjection):
                      for term, tf in counts.items()],
                 )
         self._count_answers(curs, memory_id, sign=+1)
-
-
-# -- queries (the read-model port used by the service) ---------------------------
-
-BM25_K1 = 1.2
-BM25_B = 0.75
-
-_SEARCH = """
-WITH stats AS MATERIALIZED (
-    SELECT greatest(answers, 1)::float8 AS n, greatest(total_len::float8 / greatest(answers, 1), 1) AS avgdl
-    FROM engram_recall_stats WHERE company = %(company)s AND person = %(person)s
-),
-hits AS MATERIALIZED (
-    SELECT term, memory_id, revision, tf, doc_len
-    FROM engram_recall_terms
-    WHERE company = %(company)s AND person = %(person)s AND term = ANY(%(terms)s::bigint[])
-      AND (visibility = 'general' OR (team = ANY(%(teams)s) AND source_id = ANY(%(sources)s)))
-      AND coalesce(source_id, '') <> ALL(%(revoked)s)
-      AND (answer_from IS NULL OR answer_from <= %(as_of)s)
-      AND (answer_to IS NULL OR answer_to > %(as_of)s)
-),
-df AS MATERIALIZED (SELECT term, count(*)::float8 AS df FROM hits GROUP BY term),
-scored AS MATERIALIZED (
-    SELECT h.memory_id, h.revision,
-           sum(ln(1 + greatest(s.n - df.df + 0.5, 0.5) / (df.df + 0.5))
-               * h.tf * (%(k1)s + 1)
-               / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.doc_len / s.avgdl))) AS score
-    FROM hits h JOIN df USING (term) CROSS JOIN stats s
-    GROUP BY h.memory_id, h.revision
-    ORDER BY score DESC
-    LIMIT %(limit)s
-)
-"""
-
-_RECENT = """
-WITH scored AS (
-    SELECT r.memory_id, r.revision, 0.0::float8 AS score
-    FROM engram_recall_revisions r
-    WHERE r.company = %(company)s AND r.person = %(person)s AND r.is_answer
-      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
-      AND coalesce(r.source_id, '') <> ALL(%(revoked)s)
-      AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
-      AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
-    ORDER BY r.at DESC
-    LIMIT %(limit)s
-)
-"""
-
-_BY_IDS = """
-WITH scored AS (
-    SELECT r.memory_id, r.revision, 0.0::float8 AS score
-    FROM engram_recall_revisions r
-    WHERE r.memory_id = ANY(%(ids)s::uuid[]) AND r.company = %(company)s AND r.person = %(person)s AND r.is_answer
-      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
-      AND coalesce(r.source_id, '') <> ALL(%(revoked)s)
-      AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
-      AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
-)
-"""
-
-_ROWS = """
-SELECT s.memory_id, s.revision, s.score, r.sealed_text, r.answer_from, r.answer_to, r.time_uncertain,
-       r.valid_from, r.valid_to, m.company, m.person, m.visibility, m.team, m.source, m.status,
-       m.sealed_evidence, k.wrapped
-FROM scored s
-JOIN engram_recall_revisions r ON r.memory_id = s.memory_id AND r.revision = s.revision
-JOIN engram_memories m ON m.memory_id = s.memory_id AND m.status = 'confirmed'
-JOIN engram_data_keys k ON k.key_id = s.memory_id
-ORDER BY s.score DESC, r.at DESC
-"""
-
-
-class RecallQueries:
-    """Reads for recall, lists and the purge tracker. Rows come back sealed; the caller unseals."""
-
-    def __init__(self, datastore: Any) -> None:
-        self.datastore = datastore
-
-    def search(self, *, company: str, person: str, terms: list[int], as_of: Any,
-               teams: list[str], sources: list[str], revoked: list[str], limit: int) -> list[dict[str, Any]]:
-        params = {
-            "company": company, "person": person, "terms": terms, "as_of": as_of,
-            "teams": teams, "sources": sources, "revoked": revoked, "limit": limit, "k1": float(BM25_K1), "b": float(BM25_B),
-        }
-        sql = (_SEARCH if terms else _RECENT) + _ROWS
-        with self.datastore.get_connection() as conn:  # autocommit: one round trip
-            return list(conn.execute(sql, params, prepare=True).fetchall())
-
-    def by_ids(self, *, ids: list[str], company: str, person: str, as_of: Any, teams: list[str],
-               sources: list[str], revoked: list[str]) -> list[dict[str, Any]]:
-        """The same rows and filters as search, for memories the semantic index suggested."""
-        params = {"ids": ids, "company": company, "person": person, "as_of": as_of, "teams": teams,
-                  "sources": sources, "revoked": revoked}
-        with self.datastore.get_connection() as conn:
-            return list(conn.execute(_BY_IDS + _ROWS, params).fetchall())
-
-    def list_memories(self, *, company: str, person: str, statuses: list[str], terms: list[int] | None,
-                      after: tuple[Any, str] | None, limit: int) -> list[dict[str, Any]]:
-        sql = (
-            "SELECT m.*, k.wrapped FROM engram_memories m "
-            "LEFT JOIN engram_data_keys k ON k.key_id = m.memory_id "
-            "WHERE m.company = %(company)s AND m.person = %(person)s AND m.status = ANY(%(statuses)s) "
-        )
-        params: dict[str, Any] = {"company": company, "person": person, "statuses": statuses, "limit": limit}
-        if terms is not None:
-            sql += (
-                "AND m.memory_id IN (SELECT memory_id FROM engram_recall_terms WHERE company = %(company)s "
-                "AND person = %(person)s AND term = ANY(%(terms)s)) "
-            )
-            params["terms"] = terms
-        if after is not None:
-            sql += "AND (m.created_at, m.memory_id) < (%(after_at)s, %(after_id)s::uuid) "
-            params["after_at"], params["after_id"] = after
-        sql += "ORDER BY m.created_at DESC, m.memory_id DESC LIMIT %(limit)s"
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(sql, params)
-            return list(curs.fetchall())
-
-    def candidates(self, *, company: str, person: str) -> list[dict[str, Any]]:
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(
-                "SELECT c.*, k.wrapped FROM engram_candidates c "
-                "JOIN engram_data_keys k ON k.key_id = c.memory_id "
-                "WHERE c.company = %s AND c.person = %s ORDER BY c.proposed_at, c.memory_id",
-                (company, person),
-            )
-            return list(curs.fetchall())
-
-    def due_candidates(self, now: Any, limit: int) -> list[Any]:
-        with self.datastore.get_connection() as conn:
-            rows = conn.execute(
-                "SELECT memory_id FROM engram_candidates WHERE expires_at <= %s ORDER BY expires_at LIMIT %s",
-                (now, limit),
-            ).fetchall()
-        return [r["memory_id"] for r in rows]
-
-    def closed_candidates_with_keys(self, limit: int) -> list[dict[str, Any]]:
-        with self.datastore.get_connection() as conn:
-            return list(conn.execute(
-                "SELECT m.memory_id FROM engram_memories m JOIN engram_data_keys k ON k.key_id = m.memory_id "
-                "WHERE m.status IN ('expired', 'rejected') LIMIT %s", (limit,),
-            ).fetchall())
-
-    def forget(self, forget_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute("SELECT * FROM engram_forgets WHERE forget_id = %s", (forget_id,))
-            head = curs.fetchone()
-            curs.execute("SELECT * FROM engram_purge_copies WHERE forget_id = %s ORDER BY copy", (forget_id,))
-            return head, list(curs.fetchall())

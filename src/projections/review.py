@@ -9,11 +9,11 @@ from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
 from engram.adapters.keystore import KeyStore
+from engram.adapters.view_cipher import seal_for_view
 from engram.domain.memory import Memory
 
 from .base import EngramProjection, View
-from .recall import record_purged_copy
-from .sealing import seal_for_view
+from .purge import REVIEW_QUEUE, PurgeTracker
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_candidates (
@@ -38,18 +38,18 @@ class ReviewView(View):
     ddl = DDL
     tables = ("engram_candidates",)
 
-    def clear(self, curs: Cursor[Any]) -> None:
-        super().clear(curs)
-        curs.execute("DELETE FROM engram_purge_copies WHERE copy = 'review_queue'")
-
 
 class ReviewProjection(EngramProjection):
     name = "review"
     view_class = ReviewView
 
-    def __init__(self, view: View, keys: KeyStore) -> None:
+    def __init__(self, view: View, keys: KeyStore, purge: PurgeTracker) -> None:
         super().__init__(view)
         self.keys = keys
+        self.purge = purge
+
+    def cleared(self, curs: Cursor[Any]) -> None:
+        self.purge.withdraw(curs, (REVIEW_QUEUE,))
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         if isinstance(event, Memory.Proposed):
@@ -72,8 +72,8 @@ class ReviewProjection(EngramProjection):
             curs.execute("DELETE FROM engram_candidates WHERE memory_id = %s", (event.originator_id,))
         elif isinstance(event, Memory.Forgotten):
             curs.execute("DELETE FROM engram_candidates WHERE memory_id = %s", (event.originator_id,))
-            record_purged_copy(
-                curs, event.forget_id, "review_queue",
+            self.purge.purged(
+                curs, event.forget_id, REVIEW_QUEUE,
                 f"deleted {curs.rowcount} candidate rows at position {tracking.notification_id}",
                 event.timestamp,
             )

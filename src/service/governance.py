@@ -4,32 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from eventsourcing.application import AggregateNotFoundError
-
+from engram.domain.access import Access
 from engram.domain.directory import CompanyDirectory, Directory, directory_id
-from engram.domain.errors import Forbidden, NotFound
+from engram.domain.errors import NotFound
 from engram.domain.scope import Caller
 from engram.domain.settings import PersonSettings, settings_id
 from engram.domain.text import validate_id
 
-from .engram import MemoryService
+from .ledger import Ledger
 
 
 class GovernanceService:
-    def __init__(self, memories: MemoryService) -> None:
-        self.memories = memories
-        self.app = memories.app
-        self.clock = memories.clock
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.clock = ledger.clock
 
     def _directory(self, company: str) -> CompanyDirectory:
-        try:
-            return self.app.repository.get(directory_id(company))
-        except AggregateNotFoundError:
-            return CompanyDirectory.open(company, self.clock.now())
+        directory = self.ledger.get(directory_id(company))
+        return directory if isinstance(directory, CompanyDirectory) else CompanyDirectory.open(company, self.clock.now())
 
     def _require_admin(self, caller: Caller) -> None:
-        if not caller.is_administrative:
-            raise Forbidden("only company admins and operators may do this")
+        Access(caller).require_admin()
 
     def get_directory(self, caller: Caller) -> dict[str, Any]:
         self._require_admin(caller)
@@ -41,7 +36,7 @@ class GovernanceService:
         directory.validate()  # size and references are refused before anything is read or stored
         aggregate = self._directory(caller.company)
         aggregate.replace(directory, actor=caller.person, at=self.clock.now())
-        self.memories.save(aggregate)
+        self.ledger.save(aggregate)
         return aggregate.document
 
     def revoke_source(self, caller: Caller, source_id: str) -> dict[str, Any]:
@@ -49,32 +44,29 @@ class GovernanceService:
         validate_id(source_id, "source id")
         everyone = caller.is_administrative
         if not everyone:
-            self.memories.require_may_act(caller)
+            self.ledger.access(caller).require_may_act()
         aggregate = self._directory(caller.company)
-        self.memories.tombstone("revoke", aggregate.id, caller.company, source_id=source_id,
+        self.ledger.tombstone("revoke", aggregate.id, caller.company, source_id=source_id,
                                 person=None if everyone else caller.person)
         aggregate.revoke(source_id, person=None if everyone else caller.person,
                          actor=caller.bot or caller.person, at=self.clock.now())
-        self.memories.save(aggregate)
+        self.ledger.save(aggregate)
         return {"source_id": source_id, "scope": "company" if everyone else "person", "status": "revoked"}
 
     def _settings(self, caller: Caller) -> PersonSettings:
-        try:
-            return self.app.repository.get(settings_id(caller.company, caller.person))
-        except AggregateNotFoundError:
-            return PersonSettings.open(caller.company, caller.person, self.clock.now())
+        settings = self.ledger.get(settings_id(caller.company, caller.person))
+        return settings if isinstance(settings, PersonSettings) else PersonSettings.open(
+            caller.company, caller.person, self.clock.now())
 
     def get_settings(self, caller: Caller) -> dict[str, bool]:
-        if not self.memories.may_read(caller):
+        if not self.ledger.access(caller).may_read:
             raise NotFound("no settings for this caller")
         return self._settings(caller).document()
 
     def put_settings(self, caller: Caller, *, learning_paused: bool, use_paused: bool) -> dict[str, bool]:
-        if caller.role == "bot":
-            self.memories.require_may_act(caller)
-            raise Forbidden("a bot cannot change the person's controls")
+        self.ledger.access(caller).require_person("change the person's controls")
         settings = self._settings(caller)
         settings.change(learning_paused=learning_paused, use_paused=use_paused, actor=caller.person,
                         at=self.clock.now())
-        self.memories.save(settings)
+        self.ledger.save(settings)
         return settings.document()

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import logging
-import time
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
-
 from engram.adapters.hindsight import HindsightClient, HindsightUnavailable, bank_for
-from engram.domain.hints import SemanticHints
 from engram.domain.memory import CONFIRMED, Memory
-from engram.projections.recall import record_purged_copy
+from engram.projections.purge import HINDSIGHT, PurgeTracker
 
-from .engram import MemoryService
+from .ledger import Ledger
 
 log = logging.getLogger("engram.hindsight")
 
@@ -24,11 +20,11 @@ PURGE_PROBES = 3  # recalls with a deleted document's own fact texts, to check n
 
 
 class HindsightSyncer:
-    def __init__(self, memories: MemoryService, client: HindsightClient) -> None:
-        self.memories = memories
+    def __init__(self, ledger: Ledger, client: HindsightClient, purge: PurgeTracker) -> None:
+        self.ledger = ledger
         self.client = client
-        self.app = memories.app
-        self.datastore = memories.app.factory.datastore  # type: ignore[attr-defined]
+        self.purge = purge
+        self.datastore = ledger.store.datastore
 
     def _claim(self, now: datetime, limit: int) -> list[dict[str, Any]]:
         with self.datastore.transaction(commit=True) as curs:
@@ -45,7 +41,7 @@ class HindsightSyncer:
         return rows
 
     def sync(self, limit: int = 50) -> int:
-        now = self.memories.clock.now()
+        now = self.ledger.clock.now()
         done = 0
         for row in self._claim(now, limit):
             try:
@@ -63,11 +59,9 @@ class HindsightSyncer:
 
     def _sync_one(self, row: dict[str, Any], now: datetime) -> None:
         memory_id: UUID = row["memory_id"]
-        try:
-            memory = self.app.repository.get(memory_id)
-        except AggregateNotFoundError:
+        memory = self.ledger.get(memory_id)
+        if not isinstance(memory, Memory):
             return
-        assert isinstance(memory, Memory)
         bank = bank_for(memory.scope)
         text = memory.current["text"]
         if row["action"] == "retain" and memory.status == CONFIRMED and text is not None:
@@ -106,45 +100,9 @@ class HindsightSyncer:
                 (now, memory_id, row["action"], row["revision"]),
             )
             if evidence and row["forget_id"]:
-                record_purged_copy(curs, row["forget_id"], "hindsight", evidence, now)
+                self.purge.purged(curs, row["forget_id"], HINDSIGHT, evidence, now)
 
     def backlog(self) -> dict[str, int]:
         with self.datastore.get_connection() as conn:
             rows = conn.execute("SELECT state, count(*) AS n FROM engram_hindsight_sync GROUP BY state").fetchall()
         return {r["state"]: int(r["n"]) for r in rows}
-
-
-class SemanticIndex:
-    """Recall hints from Hindsight within a deadline. Facts map to memories by document id;
-    observations through their source facts' document ids (see `domain.hints` for how they count)."""
-
-    def __init__(self, client: HindsightClient, deadline_ms: float) -> None:
-        self.client = client
-        self.deadline = deadline_ms / 1000
-
-    def hints(self, scopes: list[Any], query: str) -> SemanticHints:
-        from .engram import SemanticIndexUnavailable
-
-        started = time.monotonic()
-        out = SemanticHints()
-        for scope in scopes:
-            left = self.deadline - (time.monotonic() - started)
-            if left <= 0:
-                raise SemanticIndexUnavailable("deadline passed")
-            try:
-                hints = self.client.recall(bank_for(scope), query, deadline=left)
-            except HindsightUnavailable as e:
-                raise SemanticIndexUnavailable(str(e)) from None
-            for h in hints:
-                if h.kind == "observation":
-                    out.add_observation(h.score, frozenset(_memory_id(d) for d in h.source_document_ids))
-                elif (memory_id := _memory_id(h.document_id)) is not None:
-                    out.add_fact(memory_id, h.score)
-        return out
-
-
-def _memory_id(document_id: str | None) -> str | None:
-    try:
-        return str(UUID(document_id)) if document_id else None
-    except ValueError:
-        return None

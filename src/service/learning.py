@@ -8,11 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
-
 from engram.adapters.budget import EXHAUSTED, PAUSED, TOO_LARGE, BudgetLedger, Limits, Refusal
 from engram.adapters.extractors import Extractor, ExtractorError
-from engram.domain.errors import Conflict, DomainError, MemoryForgotten, NotFound
+from engram.domain.errors import Conflict, DomainError, Forbidden, MemoryForgotten, NotFound
 from engram.domain.evidence import Source
 from engram.domain.extraction import Proposal, accept_proposals
 from engram.domain.memory import NORMAL
@@ -22,7 +20,8 @@ from engram.domain.scope import Caller
 from engram.domain.text import validate_id, validate_text
 from engram.projections.inbox import InboxQueries
 
-from .engram import MemoryService
+from .ledger import Ledger
+from .memories import MemoryService
 
 log = logging.getLogger("engram.learning")
 
@@ -46,7 +45,7 @@ class LearningService:
     def __init__(self, memories: MemoryService, inbox: InboxQueries, budget: BudgetLedger,
                  extractor: Extractor, settings: LearningSettings) -> None:
         self.memories = memories
-        self.app = memories.app
+        self.ledger: Ledger = memories.ledger
         self.keys = memories.keys
         self.clock = memories.clock
         self.inbox = inbox
@@ -60,22 +59,20 @@ class LearningService:
                 occurred_at: datetime | None, source: dict[str, Any], visibility: str,
                 team: str | None) -> dict[str, Any]:
         """Store a durable receipt (idempotent by receipt_id) and say whether it will be mined."""
-        self.memories.admit(caller)
+        self.ledger.admit(caller)
         if caller.is_administrative:
-            from engram.domain.errors import Forbidden
-
             raise Forbidden("administrative tokens do not send messages")
-        self.memories.require_may_act(caller)
+        access = self.ledger.access(caller)
+        access.require_may_act()
         validate_text(text, self.memories.max_text_bytes, allow_empty=True)
         validate_id(receipt_id, "receipt_id")
         origin = Source.of(source)
         if visibility == "restricted":
-            self.memories._check_restricted(caller, team, origin.id)  # the scope its candidates will have
+            access.require_restricted_scope(team, origin.id)  # the scope its candidates will have
         rid = receipt_uuid(caller.company, caller.person, receipt_id)
         existing = self._get(rid)
         if existing is not None:
             return self.receipt_view(existing)
-        standing = self.memories.standing(caller)
         reason = None
         if kind in STOPS_CAPTURE:
             reason = "capture_stopped"
@@ -83,9 +80,9 @@ class LearningService:
             reason = "capture_stopped"
         elif author != "user":
             reason = "not_user_text"
-        elif standing.learning_paused:
+        elif access.learning_paused:
             reason = "learning_paused"
-        elif origin.id in standing.revoked_sources:
+        elif origin.id in access.revoked_sources:
             reason = "source_revoked"
         elif self.memories.policy.classify(text) == SECRET_CONTENT:
             reason = "secret_refused"
@@ -100,16 +97,14 @@ class LearningService:
         if keep_text:
             self.keys.create(receipt.id, caller.company)
         try:
-            self.memories.save(receipt)
+            self.ledger.save(receipt)
         except Conflict:  # the same receipt arrived twice at once
             pass
         return self.receipt_view(self._get(rid) or receipt)
 
     def _get(self, rid: UUID) -> Receipt | None:
-        try:
-            return self.app.repository.get(rid)
-        except AggregateNotFoundError:
-            return None
+        receipt = self.ledger.get(rid)
+        return receipt if isinstance(receipt, Receipt) else None
 
     @staticmethod
     def receipt_view(r: Receipt) -> dict[str, Any]:
@@ -122,7 +117,7 @@ class LearningService:
 
     def status(self, caller: Caller, receipt_id: str) -> dict[str, Any]:
         r = self._get(receipt_uuid(caller.company, caller.person, receipt_id))
-        if r is None or caller.is_administrative or not self.memories.may_read(caller):
+        if r is None or caller.is_administrative or not self.ledger.access(caller).may_read:
             raise NotFound("no such receipt")
         return self.receipt_view(r)
 
@@ -160,10 +155,10 @@ class LearningService:
             return False
         now = self.clock.now()
         caller = Caller(receipt.company, receipt.person, "user")
-        standing = self.memories.standing(caller)
-        if standing.learning_paused:
+        access = self.ledger.access(caller)
+        if access.learning_paused:
             return self._end(receipt, lambda: receipt.ignore("learning_paused", now))
-        if receipt.source.get("id") in standing.revoked_sources:
+        if receipt.source.get("id") in access.revoked_sources:
             return self._end(receipt, lambda: receipt.ignore("source_revoked", now))
         if receipt.text is None:
             return self._end(receipt, lambda: receipt.fail("payload_gone", now))
@@ -178,7 +173,7 @@ class LearningService:
 
     def _end(self, receipt: Receipt, change: Any) -> bool:
         change()
-        self.memories.save(receipt)
+        self.ledger.save(receipt)
         self.inbox.release(receipt.id)
         return True
 
@@ -217,7 +212,7 @@ class LearningService:
         # only what passed the checks is kept: the rest never reaches storage
         receipt.extracted([{"text": p.text, "quote": p.quote} for p in accepted], self.extractor.name,
                           extraction.model, now)
-        self.memories.save(receipt)
+        self.ledger.save(receipt)
         return True
 
     def _ledger(self, receipt: Receipt, day: Any, attempts: int, reserved: int, prompt: int | None,

@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
 
+from engram.adapters.tombstones import Fence
 from engram.domain.directory import CompanyDirectory
 from engram.domain.memory import EXPIRED, FORGOTTEN, PENDING, Memory
 from engram.domain.receipt import Receipt
 
-if TYPE_CHECKING:
-    from .engram import MemoryService
+from .ledger import Ledger
 
 
-def apply_fence(service: MemoryService, rebuild_all: Callable[[], None]) -> dict[str, int]:
+def apply_fence(ledger: Ledger, fence: Fence, rebuild_all: Callable[[], None]) -> dict[str, int]:
     """Replay all tombstones: re-destroy keys, append the events the restored database lacks,
     then rebuild every projection from the (now complete) event store."""
-    app = service.app
-    fence = service.tombstones
+    app = ledger.store
     fence.refresh()
     tombstones = fence.journal.all()
-    now = service.clock.now()
+    now = ledger.clock.now()
     counts = {"tombstones": len(tombstones), "keys_destroyed": 0, "events_appended": 0}
 
     def get(aggregate_id: str) -> Any:
@@ -40,7 +39,7 @@ def apply_fence(service: MemoryService, rebuild_all: Callable[[], None]) -> dict
                 before = len(directory.revoked)
                 directory.revoke(t["source_id"], person=t.get("person"), actor="restore-fence", at=now)
                 if len(directory.revoked) > before:
-                    service.save(directory)
+                    ledger.save(directory)
                     counts["events_appended"] += 1
             continue
         app.keys.destroy(aid, company, now)
@@ -57,11 +56,11 @@ def apply_fence(service: MemoryService, rebuild_all: Callable[[], None]) -> dict
             else:
                 aggregate.forget(forget_id=t.get("forget_id") or f"fg-fence-{aid}", key_destroyed_at=now,
                                  actor="restore-fence", at=now)
-            service.save(aggregate)
+            ledger.save(aggregate)
             counts["events_appended"] += 1
         elif isinstance(aggregate, Receipt) and not aggregate.cleared:
             aggregate.clear_payload("restore_fence", now)
-            service.save(aggregate)
+            ledger.save(aggregate)
             counts["events_appended"] += 1
     app.keys.vacuum()
     rebuild_all()

@@ -57,7 +57,7 @@ def in_thread(call: Callable[[], Any]) -> Callable[[float], Any]:
 
 
 def event_count(engram: Any) -> int:
-    return engram.app.recorder.max_notification_id() or 0
+    return engram.store.recorder.max_notification_id() or 0
 
 
 def test_a_directory_of_10000_people_near_the_body_limit_is_stored_and_answers(client: Any, engram: Any) -> None:
@@ -118,7 +118,7 @@ def test_other_companies_write_while_and_after_a_big_directory_is_written(client
 def event_table_locker(engram: Any, database: Any) -> Iterator[Callable[[], None]]:
     """A session outside Engram (no timeouts of ours) that holds the event table's write lock."""
     conn = psycopg.connect(database.conninfo)
-    yield lambda: conn.execute(f"LOCK TABLE {engram.app.recorder.events_table_name} IN EXCLUSIVE MODE")
+    yield lambda: conn.execute(f"LOCK TABLE {engram.store.recorder.events_table_name} IN EXCLUSIVE MODE")
     conn.rollback()
     conn.close()
 
@@ -136,10 +136,10 @@ def test_a_write_waiting_on_a_held_event_table_lock_answers_503_then_writes_resu
 def test_a_request_session_idle_in_a_transaction_loses_its_locks(client: Any, engram: Any) -> None:
     """What the idle-in-transaction bound gives: a session that stops talking mid-transaction (a stuck
     client, a hung thread) cannot keep the event table locked; the server ends it."""
-    datastore = engram.app.factory.datastore
+    datastore = engram.store.datastore
     with datastore.get_connection() as conn:
         conn.execute("BEGIN")
-        conn.execute(f"LOCK TABLE {engram.app.recorder.events_table_name} IN EXCLUSIVE MODE")
+        conn.execute(f"LOCK TABLE {engram.store.recorder.events_table_name} IN EXCLUSIVE MODE")
         time.sleep(2.5)  # idle in transaction past ENGRAM_DB_IDLE_TIMEOUT=1
         with pytest.raises(psycopg.Error):
             conn.execute("SELECT 1")
@@ -150,7 +150,7 @@ def test_a_request_session_idle_in_a_transaction_loses_its_locks(client: Any, en
 def test_rebuilds_run_without_the_request_timeouts(client: Any, engram: Any) -> None:
     for i in range(3):
         assert client.post("/v1/memories", json=remember_body(f"I prefer plan {i}"), headers=auth()).status_code == 201
-    datastore = engram.app.factory.datastore
+    datastore = engram.store.datastore
     with datastore.get_connection() as conn:
         bounded = conn.execute("SHOW statement_timeout").fetchone()["statement_timeout"]
     assert bounded not in ("0", "")
@@ -158,7 +158,7 @@ def test_rebuilds_run_without_the_request_timeouts(client: Any, engram: Any) -> 
     def slow_progress(position: int, head: int) -> None:
         time.sleep(2.5)  # the rebuild's transaction waits meanwhile, idle, past ENGRAM_DB_IDLE_TIMEOUT=1
 
-    assert engram.rebuild("recall", slow_progress) >= 3
+    assert engram.operations.rebuild("recall", slow_progress) >= 3
     with datastore.get_connection() as conn:  # and the pooled connection came back bounded
         assert conn.execute("SHOW statement_timeout").fetchone()["statement_timeout"] == bounded
     items = client.post("/v1/recall", json={"query": "plan"}, headers=auth()).json()["items"]
@@ -172,24 +172,24 @@ def one_second_statements(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_statement_past_its_timeout_is_cancelled_except_in_a_rebuild(one_second_statements: None,
                                                                         engram: Any) -> None:
-    datastore = engram.app.factory.datastore
+    datastore = engram.store.datastore
     with pytest.raises(DatabaseTimeout), datastore.get_connection() as conn:
         conn.execute("SELECT pg_sleep(3)")
     with datastore.long_running(), datastore.get_connection() as conn:
         conn.execute("SELECT pg_sleep(1.5)")
-    assert engram.availability.up  # a slow statement is not an outage
+    assert engram.operations.availability.up  # a slow statement is not an outage
 
 
 def test_while_the_database_is_lost_calls_fail_fast_and_the_probe_brings_service_back(
         client: Any, engram: Any) -> None:
     assert client.get("/readyz").status_code == 200
-    engram.availability.lost(None)  # as if a call had found the database gone
+    engram.operations.availability.lost(None)  # as if a call had found the database gone
     for r in (client.get("/v1/memories", headers=auth()), client.get("/readyz")):
         assert r.status_code == 503 and r.json()["code"] == "unavailable" and "retry-after" in r.headers
     assert client.get("/livez").status_code == 200 and client.get("/healthz").status_code == 200
     deadline = time.monotonic() + 30
-    while not engram.availability.up and time.monotonic() < deadline:
+    while not engram.operations.availability.up and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert engram.availability.up, "the probe did not notice the database answering"
+    assert engram.operations.availability.up, "the probe did not notice the database answering"
     assert client.get("/readyz").status_code == 200
     assert client.get("/v1/memories", headers=auth()).status_code == 200

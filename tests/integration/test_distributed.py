@@ -38,31 +38,31 @@ def system(settings, database, broker) -> Iterator[Engram]:
 
 
 def relay_for(engram: Engram, poll: float = 0.1) -> Relay:
-    return Relay(engram.app.recorder, engram.app.factory.datastore, engram.settings.kafka_bootstrap or "",
+    return Relay(engram.store.recorder, engram.store.datastore, engram.settings.kafka_bootstrap or "",
                  PARTITIONS, list(engram.projections), poll_interval=poll)
 
 
 def worker_for(engram: Engram, names: list[str] | None = None) -> ProjectorWorker:
     names = names or list(engram.projections)
-    return ProjectorWorker([engram.projections[n] for n in names], engram.app.factory.datastore,
-                           engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
-                           keys=engram.app.keys)
+    return ProjectorWorker([engram.projections[n] for n in names], engram.store.datastore,
+                           engram.store.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
+                           keys=engram.store.keys)
 
 
 def write_without_waiting(engram: Engram, n: int, start: int = 0) -> list[str]:
     """Writes whose callers do not wait for projection (as if the API replica were elsewhere)."""
-    original = engram.service.projector
-    engram.service.projector = type("NoWait", (), {"settle_recordings": lambda self, r: None})()
+    original = engram.ledger.settler
+    engram.ledger.settler = type("NoWait", (), {"defers": False, "settle_recordings": lambda self, r: None})()
     try:
-        return [engram.service.remember(ALICE, text=f"note {i} about kestrels", source=SOURCE, occurred_at=None,
+        return [engram.memories.remember(ALICE, text=f"note {i} about kestrels", source=SOURCE, occurred_at=None,
                                         visibility="general", team=None, valid_from=None, valid_to=None)["id"]
                 for i in range(start, start + n)]
     finally:
-        engram.service.projector = original
+        engram.ledger.settler = original
 
 
 def counts(engram: Engram) -> dict[str, int]:
-    with engram.app.factory.datastore.get_connection() as conn:
+    with engram.store.datastore.get_connection() as conn:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM engram_memories) AS memories, "
             "(SELECT count(*) FROM engram_recall_revisions WHERE is_answer) AS answers, "
@@ -88,18 +88,18 @@ def started_worker(engram: Engram) -> Background:
 def test_flow_through_the_broker_with_read_your_writes(system) -> None:
     relay, worker = Background(relay_for(system).run), started_worker(system)
     try:
-        m = system.service.remember(ALICE, text="I prefer the night train to Vienna", source=SOURCE,
+        m = system.memories.remember(ALICE, text="I prefer the night train to Vienna", source=SOURCE,
                                     occurred_at=None, visibility="general", team=None, valid_from=None, valid_to=None)
-        items = system.service.recall(ALICE, query="night train", as_of=None, max_bytes=17500, limit=5)["items"]
+        items = system.recall.recall(ALICE, query="night train", as_of=None, max_bytes=17500, limit=5)["items"]
         assert [i["id"] for i in items] == [m["id"]]  # the remember returned only once the workers applied it
-        system.service.correct(ALICE, m["id"], text="I prefer the day train to Vienna", valid_from=None,
+        system.memories.correct(ALICE, m["id"], text="I prefer the day train to Vienna", valid_from=None,
                                valid_to=None, reason=None)
-        items = system.service.recall(ALICE, query="train Vienna", as_of=None, max_bytes=17500, limit=5)["items"]
+        items = system.recall.recall(ALICE, query="train Vienna", as_of=None, max_bytes=17500, limit=5)["items"]
         assert [(i["revision"], i["text"]) for i in items] == [(2, "I prefer the day train to Vienna")]
-        system.service.forget(ALICE, m["id"])
-        assert system.service.recall(ALICE, query="train", as_of=None, max_bytes=17500, limit=5)["items"] == []
-        forget_id = system.service.forget(ALICE, m["id"])["forget_id"]  # repeated: the same request
-        assert system.service.forget_status(ALICE, forget_id)["status"] == "purge_complete"
+        system.memories.forget(ALICE, m["id"])
+        assert system.recall.recall(ALICE, query="train", as_of=None, max_bytes=17500, limit=5)["items"] == []
+        forget_id = system.memories.forget(ALICE, m["id"])["forget_id"]  # repeated: the same request
+        assert system.memories.forget_status(ALICE, forget_id)["status"] == "purge_complete"
     finally:
         relay.stop()
         worker.stop()
@@ -117,8 +117,8 @@ def test_broker_lost_mid_stream_converges_without_loss_or_doubles(system, broker
         broker.start()  # a fresh, empty broker on the same address
         assert wait_for(lambda: counts(system) == {"memories": 120, "answers": 120, "corpus": 120}, timeout=90), \
             counts(system)
-        head = system.app.recorder.max_notification_id()
-        assert wait_for(lambda: all(r["position"] >= head for r in system.status()), timeout=30)
+        head = system.store.recorder.max_notification_id()
+        assert wait_for(lambda: all(r["position"] >= head for r in system.operations.status()), timeout=30)
     finally:
         relay.stop()
         worker.stop()
@@ -156,7 +156,7 @@ def test_duplicate_and_reordered_deliveries_are_harmless(system) -> None:
     relay = Background(relay_for(system).run)
     try:
         write_without_waiting(system, 30)
-        head = system.app.recorder.max_notification_id()
+        head = system.store.recorder.max_notification_id()
         assert wait_for(lambda: relay_for(system).position() >= head)
     finally:
         relay.stop()
@@ -183,14 +183,14 @@ def test_duplicate_and_reordered_deliveries_are_harmless(system) -> None:
         worker.apply(partition, msgs)
         worker.apply(partition, msgs[: len(msgs) // 2])
     assert counts(system) == {"memories": 30, "answers": 30, "corpus": 30}
-    items = system.service.recall(ALICE, query="kestrels", as_of=None, max_bytes=17500, limit=50)["items"]
+    items = system.recall.recall(ALICE, query="kestrels", as_of=None, max_bytes=17500, limit=50)["items"]
     assert len(items) == 30
 
 
 def test_topic_holds_no_plaintext(system) -> None:
     relay, worker = Background(relay_for(system).run), started_worker(system)
     try:
-        system.service.remember(ALICE, text="my cat is called marzipan-5512", source=SOURCE, occurred_at=None,
+        system.memories.remember(ALICE, text="my cat is called marzipan-5512", source=SOURCE, occurred_at=None,
                                 visibility="general", team=None, valid_from=None, valid_to=None)
     finally:
         relay.stop()
@@ -213,12 +213,12 @@ def test_workers_project_hindsight_wishes_and_scope_changes(settings, database, 
         directory = {"teams": {"t-risk": {"members": ["alice"]}},
                      "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}}}
         engram.governance.put_directory(admin, directory)
-        memory_id = engram.service.remember(
+        memory_id = engram.memories.remember(
             ALICE, text="The vendor audit is open", source={"kind": "ticket", "id": "s-jira", "message_id": "J-1"},
             occurred_at=None, visibility="restricted", team="t-risk", valid_from=None, valid_to=None)["id"]
 
         def action() -> str | None:
-            with engram.app.factory.datastore.get_connection() as conn:
+            with engram.store.datastore.get_connection() as conn:
                 row = conn.execute("SELECT action FROM engram_hindsight_sync WHERE memory_id = %s",
                                    (memory_id,)).fetchone()
             return row["action"] if row else None
@@ -228,7 +228,7 @@ def test_workers_project_hindsight_wishes_and_scope_changes(settings, database, 
         assert wait_for(lambda: action() == "withdraw")
         engram.governance.put_directory(admin, directory)
         assert wait_for(lambda: action() == "retain")
-        engram.service.forget(ALICE, memory_id)
+        engram.memories.forget(ALICE, memory_id)
         assert wait_for(lambda: action() == "delete")
     finally:
         relay.stop()

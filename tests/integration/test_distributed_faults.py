@@ -130,14 +130,14 @@ def open_system(settings: Any, database: Any, broker: TansuBroker, visibility_ti
 
 
 def relay_for(engram: Engram) -> Relay:
-    return Relay(engram.app.recorder, engram.app.factory.datastore, engram.settings.kafka_bootstrap or "",
+    return Relay(engram.store.recorder, engram.store.datastore, engram.settings.kafka_bootstrap or "",
                  PARTITIONS, list(engram.projections), poll_interval=0.1)
 
 
 def worker_for(engram: Engram) -> ProjectorWorker:
-    return ProjectorWorker(list(engram.projections.values()), engram.app.factory.datastore,
-                           engram.app.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
-                           keys=engram.app.keys)
+    return ProjectorWorker(list(engram.projections.values()), engram.store.datastore,
+                           engram.store.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
+                           keys=engram.store.keys)
 
 
 def started_worker(engram: Engram, **run: Any) -> tuple[Background, ProjectorWorker]:
@@ -150,7 +150,7 @@ def visible_ids(engram: Engram) -> set[str]:
     ids: set[str] = set()
     cursor = None
     for _ in range(100):
-        page = engram.service.list_memories(ALICE, q=None, limit=200, cursor=cursor)
+        page = engram.memories.list_memories(ALICE, q=None, limit=200, cursor=cursor)
         ids |= {item["id"] for item in page["items"]}
         cursor = page["next_cursor"]
         if not cursor:
@@ -304,7 +304,7 @@ def test_broker_restart_under_load_loses_nothing_and_refuses_unrecorded_forgets(
             forgotten = c.post(f"/v1/memories/{victim}/forget", headers=auth())  # the retry Retry-After asked for
             assert forgotten.status_code == 202, forgotten.text
             assert victim not in visible_ids(system)
-            assert victim in system.service.tombstones
+            assert victim in system.ledger.tombstones
         assert relay.alive and worker.alive
     finally:
         api.stop()
@@ -362,7 +362,7 @@ def test_serve_starts_and_reads_while_the_broker_is_away(settings, database, bro
     relay = worker = None
     try:
         print(f"\nopened without a broker in {opened:.2f} s")
-        assert not system.service.tombstones.loaded.is_set()  # it loads once the broker answers
+        assert not system.ledger.tombstones.loaded.is_set()  # it loads once the broker answers
         with httpx.Client(base_url=api.url, timeout=30) as c:
             assert c.get("/v1/memories", headers=auth()).status_code == 200
             stored = remember(c)
@@ -373,7 +373,7 @@ def test_serve_starts_and_reads_while_the_broker_is_away(settings, database, bro
             broker.start()
             relay, (worker, _) = Background(relay_for(system).run), started_worker(system)
             assert wait_for(lambda: stored.body["id"] in visible_ids(system), timeout=60)
-            assert system.service.tombstones.loaded.wait(30)
+            assert system.ledger.tombstones.loaded.wait(30)
             assert c.post(f"/v1/memories/{stored.body['id']}/forget", headers=auth()).status_code == 202
             assert stored.body["id"] not in visible_ids(system)
     finally:

@@ -86,14 +86,14 @@ def _store_unreadable_memory(engram, company: str = "acme", person: str = "alice
         person=person, visibility="general", team=None, source={"kind": "chat", "id": "c-9", "message_id": None},
         text="a memory no projector can read back", evidence=[], valid_from=bad, valid_to=None,
     )
-    engram.app.keys.create(memory.id, company)
-    engram.service.save(memory)
+    engram.store.keys.create(memory.id, company)
+    engram.ledger.save(memory)
     return str(memory.id)
 
 
 def test_an_event_no_projector_can_apply_is_quarantined_and_the_rest_flows(engram, client, settings, database) -> None:
     bad_id = _store_unreadable_memory(engram)
-    quarantined = engram.quarantined()
+    quarantined = engram.operations.quarantined()
     assert quarantined["recall"] == 1
     # every other company's (and the same person's) writes and reads still work
     for company, person in (("globex", "gina"), ("acme", "alice")):
@@ -109,19 +109,19 @@ def test_an_event_no_projector_can_apply_is_quarantined_and_the_rest_flows(engra
     assert "projector can read" not in str(status)
     metrics = client.get("/metrics").text
     assert 'engram_quarantined_events{projection="recall"} 1' in metrics
-    with engram.app.factory.datastore.get_connection() as conn:
+    with engram.store.datastore.get_connection() as conn:
         rows = conn.execute("SELECT * FROM engram_quarantine WHERE projection = 'recall'").fetchall()
     assert [str(r["originator_id"]) for r in rows] == [bad_id]
     assert "projector can read" not in str(rows) and rows[0]["error"].startswith("DataError")
     # status, a restart's catch-up and a rebuild all get past it
-    assert all(r["lag"] == 0 for r in engram.status())
+    assert all(r["lag"] == 0 for r in engram.operations.status())
     from engram.api.bootstrap import Engram
 
     again = Engram.open(settings, database=database, background=False)
     try:
-        assert all(r["lag"] == 0 for r in again.status())
-        assert again.rebuild("recall") >= 2
-        assert again.quarantined()["recall"] == 1
+        assert all(r["lag"] == 0 for r in again.operations.status())
+        assert again.operations.rebuild("recall") >= 2
+        assert again.operations.quarantined()["recall"] == 1
     finally:
         again.close()
 
@@ -129,10 +129,10 @@ def test_an_event_no_projector_can_apply_is_quarantined_and_the_rest_flows(engra
 def test_an_event_that_cannot_be_decoded_is_quarantined_by_every_projection(engram, client) -> None:
     from eventsourcing.persistence import StoredEvent
 
-    engram.app.recorder.insert_events([StoredEvent(originator_id=uuid4(), originator_version=1,
+    engram.store.recorder.insert_events([StoredEvent(originator_id=uuid4(), originator_version=1,
                                                    topic="nowhere.module:Gone", state=b"{}")])
     engram.runner.catch_up_all()
-    assert set(engram.quarantined().values()) == {1}
+    assert set(engram.operations.quarantined().values()) == {1}
     r = client.post("/v1/memories", json=remember_body("still remembered"), headers=auth())
     assert r.status_code == 201
     assert client.get(f"/v1/memories/{r.json()['id']}", headers=auth()).json()["text"] == "still remembered"
@@ -158,12 +158,12 @@ def test_a_database_error_is_not_mistaken_for_a_bad_event(engram) -> None:
     projection.apply = flaky  # type: ignore[method-assign]
     try:
         with pytest.raises(TRANSIENT):
-            engram.service.remember(Caller("acme", "alice", "user"),
+            engram.memories.remember(Caller("acme", "alice", "user"),
                                     text="an outage", source={"kind": "chat", "id": "c"}, occurred_at=None,
                                     visibility="general", team=None, valid_from=None, valid_to=None)
     finally:
         projection.apply = original  # type: ignore[method-assign]
     assert calls["n"] >= 1
-    assert engram.quarantined()["review"] == 0
+    assert engram.operations.quarantined()["review"] == 0
     engram.runner.catch_up_all()  # the stored event applies once the database is back
-    assert all(r["lag"] == 0 for r in engram.status())
+    assert all(r["lag"] == 0 for r in engram.operations.status())

@@ -156,7 +156,7 @@ def test_directory_is_for_admins_and_is_validated(client, engram) -> None:
     put_directory(client, {"teams": {}})
     from engram.domain.directory import directory_id
 
-    kinds = [type(e).__name__ for e in engram.app.events.get(directory_id("acme"))]
+    kinds = [type(e).__name__ for e in engram.store.events.get(directory_id("acme"))]
     assert kinds == ["Opened", "Replaced", "Replaced"]
 
 

@@ -64,7 +64,7 @@ def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
 
 
 def remember(engram: Engram, text: str, source: dict[str, str] = SOURCE) -> str:
-    return engram.service.remember(ALICE, text=text, source=source, occurred_at=None, visibility="general",
+    return engram.memories.remember(ALICE, text=text, source=source, occurred_at=None, visibility="general",
                                    team=None, valid_from=None, valid_to=None)["id"]
 
 
@@ -90,20 +90,20 @@ def test_retain_replace_and_delete_with_purge_evidence(system, hindsight) -> Non
     assert [h.document_id for h in hints] == [memory_id]
     assert system.syncer.sync() == 0  # nothing pending: idempotent
 
-    system.service.correct(ALICE, memory_id, text="I prefer monthly reports as long prose", valid_from=None,
+    system.memories.correct(ALICE, memory_id, text="I prefer monthly reports as long prose", valid_from=None,
                            valid_to=None, reason=None)
     assert system.syncer.sync() == 1
     hints = hs.recall(bank(), "monthly prose", deadline=30)
     assert {h.document_id for h in hints} == {memory_id}
 
-    forget_id = system.service.forget(ALICE, memory_id)["forget_id"]
-    status = system.service.forget_status(ALICE, forget_id)
+    forget_id = system.memories.forget(ALICE, memory_id)["forget_id"]
+    status = system.memories.forget_status(ALICE, forget_id)
     assert status["status"] == "stopped_using"
     assert {c["copy"]: c["state"] for c in status["copies"]}["hindsight"] == "pending"
     assert system.syncer.sync() == 1
     assert not hs.exists(bank(), memory_id)
     assert hs.recall(bank(), "monthly prose reports", deadline=30) == []
-    status = system.service.forget_status(ALICE, forget_id)
+    status = system.memories.forget_status(ALICE, forget_id)
     assert status["status"] == "purge_complete"
     copy = {c["copy"]: c for c in status["copies"]}["hindsight"]
     assert copy["state"] == "purged" and "404" in copy["evidence"]
@@ -116,18 +116,17 @@ def test_hindsight_down_then_back_converges(system, hindsight) -> None:
     assert system.syncer.sync() == 0
     backlog = system.syncer.backlog()
     assert backlog == {"pending": 1}
-    with system.app.factory.datastore.get_connection() as conn:
+    with system.store.datastore.get_connection() as conn:
         row = conn.execute("SELECT attempts, next_attempt_at FROM engram_hindsight_sync WHERE memory_id = %s",
                            (memory_id,)).fetchone()
     assert row["attempts"] == 1 and row["next_attempt_at"] is not None
     system.syncer.client = live
-    system.service.clock = type("Later", (), {"now": lambda self: row["next_attempt_at"]})()
-    system.syncer.memories.clock = system.service.clock
+    system.ledger.clock = type("Later", (), {"now": lambda self: row["next_attempt_at"]})()
     assert system.syncer.sync() == 1 and system.syncer.backlog() == {"done": 1}
-    assert system.admin_status(Caller("acme", "root", "operator"))["backlogs"]["hindsight_sync"] == {"done": 1}
+    assert system.operations.admin_status(Caller("acme", "root", "operator"))["backlogs"]["hindsight_sync"] == {"done": 1}
     assert live.exists(bank(), memory_id)
     # a rebuilt wish list (duplicate, out-of-order jobs) converges on the same document
-    system.rebuild("hindsight_sync")
+    system.operations.rebuild("hindsight_sync")
     assert system.syncer.backlog() == {"pending": 1}
     assert system.syncer.sync() == 1 and system.syncer.sync() == 0
     assert [h.document_id for h in live.recall(bank(), "deploy freeze", deadline=30)] == [memory_id]
@@ -142,12 +141,12 @@ def test_recall_uses_hindsight_hints_and_degrades_within_the_deadline(system, hi
     tea = remember(system, "I prefer green tea in the afternoon")
     invoices = remember(system, "Send the invoices on Fridays")
     system.syncer.sync()
-    semantic, system.service.semantic = system.service.semantic, None
-    sql_only = system.service.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
+    semantic, system.recall.semantic = system.recall.semantic, None
+    sql_only = system.recall.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
     assert [i["id"] for i in sql_only["items"]] == [tea] and sql_only["degraded"] is False  # unconfigured: SQL is the design
-    system.service.semantic = semantic
-    system.service.semantic.deadline = 30  # generous: the first query warms Hindsight up
-    body = system.service.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
+    system.recall.semantic = semantic
+    system.recall.semantic.deadline = 30  # generous: the first query warms Hindsight up
+    body = system.recall.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
     assert body["degraded"] is False
     ids = [i["id"] for i in body["items"]]
     assert set(ids) == {tea, invoices}  # the semantic neighbour no word of the query matches is recalled too
@@ -155,17 +154,17 @@ def test_recall_uses_hindsight_hints_and_degrades_within_the_deadline(system, hi
                for i in body["items"])  # Engram's own text, unsealed and re-authorized
     # another person's bank is never asked and never leaks
     bob = Caller("acme", "bob", "user")
-    assert system.service.recall(bob, query="tea", as_of=None, max_bytes=17500, limit=10)["items"] == []
+    assert system.recall.recall(bob, query="tea", as_of=None, max_bytes=17500, limit=10)["items"] == []
     # forgotten memories never come back through a stale hint
-    system.service.forget(ALICE, invoices)
-    ids = [i["id"] for i in system.service.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)["items"]]
+    system.memories.forget(ALICE, invoices)
+    ids = [i["id"] for i in system.recall.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)["items"]]
     assert invoices not in ids and tea in ids
 
     # Hindsight down: SQL ranks, degraded, and within the deadline
-    system.service.semantic.client = HindsightClient("http://127.0.0.1:9", timeout=1)
-    system.service.semantic.deadline = 0.15
+    system.recall.semantic.client = HindsightClient("http://127.0.0.1:9", timeout=1)
+    system.recall.semantic.deadline = 0.15
     started = time.monotonic()
-    body = system.service.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
+    body = system.recall.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
     assert time.monotonic() - started < 1.0
     assert body["degraded"] is True and [i["id"] for i in body["items"]] == [tea]
 
@@ -210,7 +209,7 @@ def test_losing_scope_withdraws_the_document_and_regaining_it_retains_it(system,
                  "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]},
                              "s-wiki": {"team": "t-ops", "members": ["alice"]}}}
     system.governance.put_directory(admin, directory)
-    restricted = system.service.remember(
+    restricted = system.memories.remember(
         ALICE, text="The audit finding on vendor payments is still open", occurred_at=None,
         source={"kind": "ticket", "id": "s-jira", "message_id": "J-1"}, visibility="restricted", team="t-risk",
         valid_from=None, valid_to=None)["id"]
@@ -242,10 +241,10 @@ def test_losing_scope_withdraws_the_document_and_regaining_it_retains_it(system,
     assert system.syncer.sync() == 1
     assert hs.exists(risk_bank, restricted) and not hs.exists(bank(), wiki)
     # and a rebuild of the wish list reaches the same state
-    system.rebuild("hindsight_sync")
+    system.operations.rebuild("hindsight_sync")
     system.syncer.sync()
     assert hs.exists(risk_bank, restricted) and not hs.exists(bank(), wiki) and hs.exists(bank(), general)
-    with system.app.factory.datastore.get_connection() as conn:
+    with system.store.datastore.get_connection() as conn:
         actions = {str(r["memory_id"]): r["action"] for r in conn.execute(
             "SELECT memory_id, action FROM engram_hindsight_sync").fetchall()}
     assert actions == {restricted: "retain", wiki: "withdraw", general: "retain"}
@@ -285,7 +284,7 @@ def test_observations_map_through_their_source_facts_and_die_with_them(settings,
     system = Engram.open(settings.replace(hindsight_url=observing.url, master_key=MASTER), database=database,
                          background=False)
     try:
-        system.service.semantic.deadline = 30
+        system.recall.semantic.deadline = 30
         train = remember(system, "I take the train on Mondays")
         bike = remember(system, "I cycle on Fridays")
         assert system.syncer.sync() == 2
@@ -295,26 +294,26 @@ def test_observations_map_through_their_source_facts_and_die_with_them(settings,
         _wait(lambda: {train, bike} in _observations(observing, "commute"))
 
         # the observation is mapped to both memories through its source facts; no Hindsight text is kept
-        hints = system.service.semantic.hints([Scope("acme", "alice")], "commute")
+        hints = system.recall.semantic.hints([Scope("acme", "alice")], "commute")
         assert (frozenset({train, bike}) in {sources for _, sources in hints.observations})
         assert "Commute habits" not in repr(hints)
-        body = system.service.recall(ALICE, query="commute", as_of=None, max_bytes=17500, limit=10)
+        body = system.recall.recall(ALICE, query="commute", as_of=None, max_bytes=17500, limit=10)
         assert body["degraded"] is False and {i["id"] for i in body["items"]} == {train, bike}
         assert all("Commute habits" not in i["text"] for i in body["items"])
 
         # Engram forgets one source before Hindsight hears of it: the stale observation is not used,
         # and the forgotten memory never comes back through it
-        forget_id = system.service.forget(ALICE, bike)["forget_id"]
-        assert frozenset({train, bike}) in {s for _, s in system.service.semantic.hints(
+        forget_id = system.memories.forget(ALICE, bike)["forget_id"]
+        assert frozenset({train, bike}) in {s for _, s in system.recall.semantic.hints(
             [Scope("acme", "alice")], "commute").observations}
-        body = system.service.recall(ALICE, query="commute", as_of=None, max_bytes=17500, limit=10)
+        body = system.recall.recall(ALICE, query="commute", as_of=None, max_bytes=17500, limit=10)
         assert bike not in {i["id"] for i in body["items"]}
 
         # the delete reaches Hindsight: the document and every observation derived from it are gone
         assert system.syncer.sync() == 1
         assert not client(observing).exists(bank(), bike)
         assert all(bike not in sources for sources in _observations(observing, "commute"))
-        status = system.service.forget_status(ALICE, forget_id)
+        status = system.memories.forget_status(ALICE, forget_id)
         assert status["status"] == "purge_complete"
         evidence = {c["copy"]: c["evidence"] for c in status["copies"]}["hindsight"]
         assert "1 fact(s) before, 0 after" in evidence and "1 recall probe(s) found no result" in evidence
@@ -333,12 +332,12 @@ def test_hindsight_ranking_changes_the_order_sql_gives(system, hindsight) -> Non
     notes = remember(system, "Lunch notes: what I drink after lunch, drinks menus, lunch at noon")
     rooibos = remember(system, ROOIBOS)
     assert system.syncer.sync() == 2
-    semantic, system.service.semantic = system.service.semantic, None
-    sql_only = system.service.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
+    semantic, system.recall.semantic = system.recall.semantic, None
+    sql_only = system.recall.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
     assert [i["id"] for i in sql_only["items"]] == [notes, rooibos]
-    system.service.semantic = semantic
+    system.recall.semantic = semantic
     semantic.deadline = 30
-    ranked = system.service.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
+    ranked = system.recall.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
     assert ranked["degraded"] is False
     assert [i["id"] for i in ranked["items"]] == [rooibos, notes]
     assert ranked["items"][0]["score"] == 1.0 > ranked["items"][1]["score"]
@@ -348,17 +347,17 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
     import signal
     import time
 
-    system.service.semantic.deadline = 30
+    system.recall.semantic.deadline = 30
     before = remember(system, "The office plants need water on Tuesdays")
     assert system.syncer.sync() == 1
-    assert [i["id"] for i in system.service.recall(ALICE, query="plants water", as_of=None, max_bytes=17500,
+    assert [i["id"] for i in system.recall.recall(ALICE, query="plants water", as_of=None, max_bytes=17500,
                                                    limit=10)["items"]] == [before]
     system.syncer.client = client(hindsight, timeout=1)
-    system.service.semantic.deadline = 0.15
+    system.recall.semantic.deadline = 0.15
 
     def answers_within_the_deadline(expected: set[str]) -> None:
         started = time.monotonic()
-        body = system.service.recall(ALICE, query="plants water", as_of=None, max_bytes=17500, limit=10)
+        body = system.recall.recall(ALICE, query="plants water", as_of=None, max_bytes=17500, limit=10)
         assert time.monotonic() - started < 0.6
         assert body["degraded"] is True and {i["id"] for i in body["items"]} == expected  # SQL ranks alone
 
@@ -373,11 +372,11 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
     hindsight.stop()  # down: connections refused
     answers_within_the_deadline({before, during})
     hindsight.start()
-    system.service.clock = system.syncer.memories.clock = type(
+    system.ledger.clock = type(
         "Later", (), {"now": lambda self: datetime.now(UTC) + timedelta(hours=1)})()
     assert system.syncer.sync() == 1 and system.syncer.backlog() == {"done": 2}
-    system.service.semantic.deadline = 30
-    body = system.service.recall(ALICE, query="plants by the window", as_of=None, max_bytes=17500, limit=10)
+    system.recall.semantic.deadline = 30
+    body = system.recall.recall(ALICE, query="plants by the window", as_of=None, max_bytes=17500, limit=10)
     assert body["degraded"] is False and {i["id"] for i in body["items"]} == {before, during}
 
 
@@ -389,13 +388,13 @@ def test_duplicate_stale_and_concurrent_sync_jobs_converge(system, hindsight) ->
     hs = client(hindsight)
     memory_id = remember(system, "Standup is at nine")
     for text in ("Standup is at ten", "Standup is at half past ten in room Lisbon"):
-        system.service.correct(ALICE, memory_id, text=text, valid_from=None, valid_to=None, reason=None)
+        system.memories.correct(ALICE, memory_id, text=text, valid_from=None, valid_to=None, reason=None)
     assert system.syncer.sync() == 1  # one job for three revisions: the current one
     assert {h.document_id for h in hs.recall(bank(), "room Lisbon", deadline=30)} == {memory_id}
     facts = hs.document_facts(bank(), memory_id)
     assert [t for _, t in facts] == ["Standup is at half past ten in room Lisbon"]
     # a stale job (revision 1) delivered late retains the current text, not the old one
-    with system.app.factory.datastore.transaction(commit=True) as curs:
+    with system.store.datastore.transaction(commit=True) as curs:
         curs.execute("UPDATE engram_hindsight_sync SET revision = 1, state = 'pending' WHERE memory_id = %s",
                      (memory_id,))
     assert system.syncer.sync() == 1
@@ -403,7 +402,7 @@ def test_duplicate_stale_and_concurrent_sync_jobs_converge(system, hindsight) ->
 
     # two syncers at once share the backlog without doing any job twice
     ids = [remember(system, f"Parking spot {n} is reserved on Wednesdays") for n in range(6)]
-    other = HindsightSyncer(system.service, client(hindsight))
+    other = HindsightSyncer(system.ledger, client(hindsight), system.syncer.purge)
     done: list[int] = []
     threads = [threading.Thread(target=lambda s=s: done.append(s.sync())) for s in (system.syncer, other)]
     for t in threads:

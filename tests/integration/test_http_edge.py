@@ -251,7 +251,7 @@ def test_405_names_the_allowed_methods(client) -> None:
 
 
 def test_a_json_route_refuses_other_media_types_with_415(engram, client) -> None:
-    before = engram.app.recorder.max_notification_id() or 0
+    before = engram.store.recorder.max_notification_id() or 0
     body = json.dumps(remember_body("I like green tea")).encode()
     for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
                          "application/xml", "text/json"):
@@ -262,7 +262,7 @@ def test_a_json_route_refuses_other_media_types_with_415(engram, client) -> None
     # before authentication, like the body limit: no token needed to learn the media type is wrong
     _is_problem(client.post("/v1/recall", content=b'{"query": "x"}', headers={"content-type": "text/plain"}),
                 415, "unsupported_media_type")
-    assert (engram.app.recorder.max_notification_id() or 0) == before
+    assert (engram.store.recorder.max_notification_id() or 0) == before
     # JSON and its +json / charset variants are accepted
     for content_type in ("application/json", "application/json; charset=utf-8", "Application/JSON",
                          "application/merge-patch+json"):

@@ -90,7 +90,7 @@ def test_only_the_persons_own_words_are_mined(make) -> None:
     assert r.json()["state"] == "ignored" and r.json()["reason"] == "secret_refused"
     system.learning.work()
     assert candidates(client) == []
-    with system.app.factory.datastore.transaction() as curs:
+    with system.store.datastore.transaction() as curs:
         curs.execute("SELECT count(*) AS n FROM engram_data_keys")
         assert curs.fetchone()["n"] == 0  # no text of an ignored receipt is stored at all
 
@@ -139,14 +139,14 @@ def test_llm_proposals_are_validated_on_the_server(make, llm) -> None:
     assert [c["text"] for c in found] == ["Prefers window seats on long flights"]
     assert found[0]["visibility"] == "general" and found[0]["source"]["id"] == "chat-42"
     assert len(llm.calls) == 1 and llm.calls[0]["response_format"]["type"] == "json_schema"
-    with system.app.factory.datastore.transaction() as curs:
+    with system.store.datastore.transaction() as curs:
         curs.execute("SELECT model, attempts, prompt_tokens, completion_tokens, tokens_charged, proposals, accepted "
                      "FROM engram_usage_ledger")
         assert [tuple(r.values()) for r in curs.fetchall()] == [("test-model", 1, 40, 10, 50, 3, 1)]
 
 
 def test_concurrent_reservations_against_caps(engram) -> None:
-    ledger = BudgetLedger(engram.app.factory.datastore)
+    ledger = BudgetLedger(engram.store.datastore)
     day = date(2026, 11, 2)
 
     def race(limits: Limits, tokens: int, n: int = 12) -> list[Reservation | Refusal]:
@@ -228,7 +228,7 @@ def test_a_crash_between_steps_neither_loses_nor_doubles(make, llm) -> None:
     llm.proposals[text] = [{"text": "Prefers short emails", "quote": "I prefer short emails."},
                            {"text": "CC the assistant", "quote": "From now on, cc my assistant."}]
     client.post("/v1/receipts", json=receipt("r-1", text), headers=auth())
-    real = system.service.propose
+    real = system.memories.propose
     calls = {"n": 0}
 
     def crash_on_second(*args: Any, **kwargs: Any) -> Any:
@@ -237,9 +237,9 @@ def test_a_crash_between_steps_neither_loses_nor_doubles(make, llm) -> None:
             raise RuntimeError("worker died")
         return real(*args, **kwargs)
 
-    system.service.propose = crash_on_second  # type: ignore[method-assign]
+    system.memories.propose = crash_on_second  # type: ignore[method-assign]
     assert system.learning.work() == 0
-    system.service.propose = real  # type: ignore[method-assign]
+    system.memories.propose = real  # type: ignore[method-assign]
     assert len(candidates(client)) == 1
     assert system.learning.work() == 0  # the lease has not lapsed yet
     clock.advance(minutes=3)  # recovery: the lapsed lease is picked up again
@@ -301,18 +301,18 @@ def test_payload_is_cleared_a_day_after_processing_and_on_forget(make) -> None:
     from engram.domain.receipt import receipt_uuid
 
     r1, r2 = receipt_uuid("acme", "alice", "r-1"), receipt_uuid("acme", "alice", "r-2")
-    assert system.app.keys.get(r1) is not None and system.app.keys.get(r2) is not None
+    assert system.store.keys.get(r1) is not None and system.store.keys.get(r2) is not None
     # forgetting a memory learned from r-2 clears r-2's text at once
     client.post(f"/v1/candidates/{by_text['I like medlars']}/confirm", json={}, headers=auth())
     client.post(f"/v1/memories/{by_text['I like medlars']}/forget", headers=auth())
-    assert system.app.keys.get(r2) is None
+    assert system.store.keys.get(r2) is None
     assert system.learning.clear_processed_payloads() == 0  # r-1 is not a day old yet
     clock.advance(days=1, seconds=1)
     assert system.learning.clear_processed_payloads() == 1
-    assert system.app.keys.get(r1) is None
-    events = [type(e).__name__ for e in system.app.events.get(r1)]
+    assert system.store.keys.get(r1) is None
+    events = [type(e).__name__ for e in system.store.events.get(r1)]
     assert events == ["Received", "Extracted", "Processed", "PayloadCleared"]
-    assert all(getattr(e, "text", None) is None for e in system.app.events.get(r1))
+    assert all(getattr(e, "text", None) is None for e in system.store.events.get(r1))
 
 
 def test_restricted_receipts_need_a_scope_the_person_holds(make) -> None:

@@ -89,7 +89,7 @@ def test_forget_stops_use_even_with_projectors_stopped(engram, client) -> None:
     memory_id = client.post("/v1/memories", json=remember_body(TEXT), headers=alice).json()["id"]
     engram.runner.settle = lambda _n: None  # every projector stopped from here on
     assert client.post(f"/v1/memories/{memory_id}/forget", headers=alice).status_code == 202
-    assert engram.projections["recall"].view.position() < (engram.app.recorder.max_notification_id() or 0)
+    assert engram.projections["recall"].view.position() < (engram.store.recorder.max_notification_id() or 0)
     assert client.post("/v1/recall", json={"query": "weekly reports"}, headers=alice).json()["items"] == []
     assert client.get(f"/v1/memories/{memory_id}", headers=alice).json()["text"] is None
     assert all(i["text"] is None for i in client.get("/v1/memories", headers=alice).json()["items"])
@@ -106,19 +106,19 @@ def test_rebuilding_the_recall_view_after_forget_brings_nothing_back(engram, cli
     client.post(f"/v1/memories/{gone['id']}/forget", headers=alice)
 
     def corpus() -> list[tuple]:
-        with engram.app.factory.datastore.transaction() as curs:
+        with engram.store.datastore.transaction() as curs:
             curs.execute("SELECT company, person, answers, total_len FROM engram_recall_stats ORDER BY 1, 2")
             return [tuple(r.values()) for r in curs.fetchall()]
 
     before = corpus()
     assert [row[2] for row in before] == [1]  # only the kept memory still answers
-    applied = engram.rebuild("recall")
+    applied = engram.operations.rebuild("recall")
     assert applied == 4  # two Remembered, one Corrected, one Forgotten
     assert corpus() == before
     assert client.post("/v1/recall", json={"query": "reports zebrafinch"}, headers=alice).json()["items"] == []
     items = client.post("/v1/recall", json={"query": "oolong tea"}, headers=alice).json()["items"]
     assert [i["id"] for i in items] == [keep["id"]]
-    with engram.app.factory.datastore.transaction() as curs:
+    with engram.store.datastore.transaction() as curs:
         curs.execute("SELECT count(*) AS n FROM engram_recall_terms WHERE memory_id = %s", (gone["id"],))
         assert curs.fetchone()["n"] == 0
         curs.execute("SELECT sealed_text FROM engram_memories WHERE memory_id = %s", (gone["id"],))
@@ -182,10 +182,10 @@ def test_candidates_review_through_the_service(engram, client) -> None:
 
     alice = Caller("acme", "alice", "user")
     source = {"kind": "chat", "id": "chat-9", "message_id": "m-1"}
-    normal = engram.service.propose(alice, text="prefers tea", quote="I prefer tea", source=source, occurred_at=None)
-    sensitive = engram.service.propose(alice, text="takes insulin", quote="I take insulin", source=source,
+    normal = engram.memories.propose(alice, text="prefers tea", quote="I prefer tea", source=source, occurred_at=None)
+    sensitive = engram.memories.propose(alice, text="takes insulin", quote="I take insulin", source=source,
                                        occurred_at=None, review="sensitive")
-    rejected = engram.service.propose(alice, text="likes rain", quote="I like rain", source=source, occurred_at=None)
+    rejected = engram.memories.propose(alice, text="likes rain", quote="I like rain", source=source, occurred_at=None)
     headers = auth()
     listed = client.get("/v1/candidates", headers=headers).json()["items"]
     assert {c["id"] for c in listed} == {normal["id"], sensitive["id"], rejected["id"]}

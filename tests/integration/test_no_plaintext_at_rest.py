@@ -41,7 +41,7 @@ def _files_containing(root: Path, needles: list[bytes]) -> list[str]:
 
 def _checkpoint(engram) -> None:
     # a checkpoint of a server many tests share can outlast a request's statement timeout
-    with engram.datastore.long_running(), engram.datastore.get_connection() as conn:
+    with engram.store.datastore.long_running(), engram.store.datastore.get_connection() as conn:
         conn.execute("CHECKPOINT")
 
 
@@ -57,7 +57,7 @@ def test_dump_and_disk_hold_no_plaintext(engram, client, database, postgres) -> 
     assert found and "quokka5521" in found[0]["text"]
 
     # control: the scanners do find text that is stored in the clear
-    with engram.app.factory.datastore.transaction(commit=True) as curs:
+    with engram.store.datastore.transaction(commit=True) as curs:
         curs.execute("CREATE TABLE scan_control (t text)")
         curs.execute("INSERT INTO scan_control VALUES ('control-canary-6620')")
     _checkpoint(engram)

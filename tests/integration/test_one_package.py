@@ -25,12 +25,12 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
 
 def test_events_stored_under_the_old_module_names_still_load(engram, client) -> None:
     memory_id = client.post("/v1/memories", json=remember_body("Old topics still load"), headers=auth()).json()["id"]
-    table = engram.app.recorder.events_table_name
-    with engram.app.factory.datastore.transaction(commit=True) as curs:
+    table = engram.store.recorder.events_table_name
+    with engram.store.datastore.transaction(commit=True) as curs:
         # as a version before the one package wrote it
         curs.execute(f"UPDATE {table} SET topic = replace(topic, 'engram.domain.', 'domain.') "
                      "WHERE originator_id = %s RETURNING topic", (UUID(memory_id),))
         assert [r["topic"] for r in curs.fetchall()] == ["domain.memory:Memory.Remembered"]
-    loaded = engram.app.repository.get(UUID(memory_id))
+    loaded = engram.store.repository.get(UUID(memory_id))
     assert type(loaded).__module__ == "engram.domain.memory" and loaded.current["text"] == "Old topics still load"
-    assert engram.rebuild("recall") >= 1 and engram.quarantined()["recall"] == 0
+    assert engram.operations.rebuild("recall") >= 1 and engram.operations.quarantined()["recall"] == 0

@@ -26,14 +26,14 @@ def _remember_without_settling(engram: Any, text: str) -> None:
     original = engram.runner.settle
     engram.runner.settle = lambda _n: None
     try:
-        engram.service.remember(ALICE, text=text, source=SOURCE, occurred_at=None, visibility="general",
+        engram.memories.remember(ALICE, text=text, source=SOURCE, occurred_at=None, visibility="general",
                                 team=None, valid_from=None, valid_to=None)
     finally:
         engram.runner.settle = original
 
 
 def _recalled(engram: Any, query: str) -> list[str]:
-    return [i["text"] for i in engram.service.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=5)["items"]]
+    return [i["text"] for i in engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=5)["items"]]
 
 
 def test_background_runner_applies_events_it_is_notified_of(engram) -> None:
@@ -58,7 +58,7 @@ def test_polling_catches_up_when_no_notification_arrives(engram) -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(self._recorder, name)
 
-    runner = ProjectorRunner(Deaf(engram.app.recorder), engram.app.mapper.to_domain_event,
+    runner = ProjectorRunner(Deaf(engram.store.recorder), engram.store.mapper.to_domain_event,
                              list(engram.projections.values()), poll_interval=0.2)
     runner.start()
     try:
@@ -71,7 +71,7 @@ def test_polling_catches_up_when_no_notification_arrives(engram) -> None:
 def test_two_runners_never_apply_an_event_twice(engram) -> None:
     for i in range(30):
         _remember_without_settling(engram, f"fact {i} about parallel projectors")
-    twin = ProjectorRunner(engram.app.recorder, engram.app.mapper.to_domain_event,
+    twin = ProjectorRunner(engram.store.recorder, engram.store.mapper.to_domain_event,
                            list(engram.projections.values()))
     results: list[int] = []
     threads = [threading.Thread(target=lambda r=r: results.append(r.catch_up(engram.projections["recall"])))
@@ -81,17 +81,18 @@ def test_two_runners_never_apply_an_event_twice(engram) -> None:
     for t in threads:
         t.join()
     assert sum(results) == 30
-    with engram.app.factory.datastore.transaction() as curs:
+    with engram.store.datastore.transaction() as curs:
         curs.execute("SELECT count(*) AS n FROM engram_recall_revisions")
         assert curs.fetchone()["n"] == 30
 
 
 def test_projection_status_reports_lag(engram) -> None:
     _remember_without_settling(engram, "lagging fact")
-    lag = {row["projection"]: row["lag"] for row in engram.status()}
+    lag = {row["projection"]: row["lag"] for row in engram.operations.status()}
     assert lag == {"recall": 1, "review": 1, "governance": 1, "inbox": 1}
     engram.runner.catch_up_all()
-    assert {row["projection"]: row["lag"] for row in engram.status()} == {"recall": 0, "review": 0, "governance": 0, "inbox": 0}
+    lags = {row["projection"]: row["lag"] for row in engram.operations.status()}
+    assert lags == {"recall": 0, "review": 0, "governance": 0, "inbox": 0}
 
 
 def test_stopping_the_runner_wakes_its_wait(engram) -> None:

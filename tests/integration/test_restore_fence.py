@@ -38,27 +38,27 @@ def restore(database, path: Path) -> None:
 
 
 def recall(engram: Engram, query: str) -> list[str]:
-    return [i["text"] for i in engram.service.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=10)["items"]]
+    return [i["text"] for i in engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=10)["items"]]
 
 
 def test_restore_fence(settings, database, tmp_path: Path) -> None:
     settings = settings.replace(data_dir=tmp_path / "data")
     a = Engram.open(settings, database=database, background=False)
-    kept = a.service.remember(ALICE, text="I like walking to work", source=SOURCE, occurred_at=None,
+    kept = a.memories.remember(ALICE, text="I like walking to work", source=SOURCE, occurred_at=None,
                               visibility="general", team=None, valid_from=None, valid_to=None)
-    gone = a.service.remember(ALICE, text="I like the lighthouse at Godrevy", source=SOURCE, occurred_at=None,
+    gone = a.memories.remember(ALICE, text="I like the lighthouse at Godrevy", source=SOURCE, occurred_at=None,
                               visibility="general", team=None, valid_from=None, valid_to=None)
     a.learning.receive(ALICE, receipt_id="r-1", author="user", kind="message", text="I like the Godrevy seals.",
                        occurred_at=None, source=SOURCE, visibility="general", team=None)
     a.learning.work()
-    learned = a.service.candidates(ALICE)["items"][0]
-    a.service.confirm(ALICE, learned["id"], text=None, acknowledge_sensitive=False)
+    learned = a.memories.candidates(ALICE)["items"][0]
+    a.memories.confirm(ALICE, learned["id"], text=None, acknowledge_sensitive=False)
     assert sorted(recall(a, "Godrevy")) == ["I like the Godrevy seals", "I like the lighthouse at Godrevy"]
 
     dump = tmp_path / "backup.dump"
     backup(database, dump)
-    a.service.forget(ALICE, gone["id"])
-    a.service.forget(ALICE, learned["id"])
+    a.memories.forget(ALICE, gone["id"])
+    a.memories.forget(ALICE, learned["id"])
     assert recall(a, "Godrevy") == []
     a.close()
 
@@ -67,31 +67,31 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
     try:
         # even before the fence is applied, tombstoned keys are never handed out
         assert recall(b, "Godrevy") == []
-        assert b.service.get(ALICE, gone["id"])["text"] is None
-        with b.app.factory.datastore.get_connection() as conn:
+        assert b.memories.get(ALICE, gone["id"])["text"] is None
+        with b.store.datastore.get_connection() as conn:
             assert conn.execute("SELECT count(*) AS n FROM engram_data_keys WHERE key_id = %s",
                                 (gone["id"],)).fetchone()["n"] == 1  # the restore brought the key row back
 
-        counts = b.restore_fence()
+        counts = b.operations.restore_fence()
         assert counts["tombstones"] == 3 and counts["events_appended"] == 3  # two forgets, one receipt clearing
-        with b.app.factory.datastore.get_connection() as conn:
+        with b.store.datastore.get_connection() as conn:
             assert conn.execute("SELECT count(*) AS n FROM engram_data_keys WHERE key_id = ANY(%s::uuid[])",
                                 ([gone["id"], learned["id"]],)).fetchone()["n"] == 0
         for memory_id in (gone["id"], learned["id"]):
-            got = b.service.get(ALICE, memory_id)
+            got = b.memories.get(ALICE, memory_id)
             assert got["status"] == "forgotten" and got["text"] is None
-            assert all(e["text"] is None for e in b.service.history(ALICE, memory_id)["events"])
+            assert all(e["text"] is None for e in b.memories.history(ALICE, memory_id)["events"])
         for name in b.projections:
-            b.rebuild(name)
+            b.operations.rebuild(name)
         assert recall(b, "Godrevy") == []
         assert recall(b, "walking") == ["I like walking to work"] and kept
 
         # a late extraction job that still holds the old proposal cannot bring the candidate back
-        receipt = b.app.repository.get(receipt_uuid("acme", "alice", "r-1"))
+        receipt = b.store.repository.get(receipt_uuid("acme", "alice", "r-1"))
         assert b.learning._propose(receipt, Proposal("I like the Godrevy seals", "I like the Godrevy seals.")) is None
-        assert b.service.candidates(ALICE)["items"] == []
+        assert b.memories.candidates(ALICE)["items"] == []
         assert recall(b, "seals") == []
         # and a second fence run changes nothing
-        assert b.restore_fence()["events_appended"] == 0
+        assert b.operations.restore_fence()["events_appended"] == 0
     finally:
         b.close()

@@ -44,7 +44,7 @@ def test_secrets_are_refused_and_leave_no_trace(engram, client, caplog, text: st
     assert stored_events(engram) == before
     marker = text.split()[-1][-6:]
     assert marker not in r.text and marker not in caplog.text
-    with engram.app.factory.datastore.transaction() as curs:
+    with engram.store.datastore.transaction() as curs:
         curs.execute("SELECT count(*) AS n FROM engram_data_keys")
         assert curs.fetchone()["n"] == 0
 
@@ -80,19 +80,19 @@ def test_secrets_are_refused_in_edits_corrections_and_proposals(engram, client) 
     assert r.status_code == 422
     alice = Caller("acme", "alice", "user")
     source = {"kind": "chat", "id": "c", "message_id": "m"}
-    candidate = engram.service.propose(alice, text="likes tea", quote="I like tea", source=source, occurred_at=None)
+    candidate = engram.memories.propose(alice, text="likes tea", quote="I like tea", source=source, occurred_at=None)
     r = client.post(f"/v1/candidates/{candidate['id']}/confirm", json={"text": "my pin is 4821"}, headers=auth())
     assert r.status_code == 422 and r.json()["code"] == "secret_refused"
     r = client.post(f"/v1/candidates/{candidate['id']}/confirm", json={"text": "takes insulin daily"}, headers=auth())
     assert r.status_code == 409 and r.json()["code"] == "sensitive_ack_required"
     from engram.domain.review import SecretRefused
 
-    before = engram.app.recorder.max_notification_id()
+    before = engram.store.recorder.max_notification_id()
     with pytest.raises(SecretRefused):
-        engram.service.propose(alice, text="password is x9x9x9", quote="my password is x9x9x9", source=source,
+        engram.memories.propose(alice, text="password is x9x9x9", quote="my password is x9x9x9", source=source,
                                occurred_at=None)
-    assert engram.app.recorder.max_notification_id() == before
-    sensitive = engram.service.propose(alice, text="on insulin", quote="I take insulin", source=source, occurred_at=None)
+    assert engram.store.recorder.max_notification_id() == before
+    sensitive = engram.memories.propose(alice, text="on insulin", quote="I take insulin", source=source, occurred_at=None)
     assert sensitive["review"] == "sensitive"
 
 
@@ -102,13 +102,13 @@ def test_candidates_expire_and_are_shredded(settings, database) -> None:
     try:
         alice = Caller("acme", "alice", "user")
         source = {"kind": "chat", "id": "c", "message_id": "m"}
-        old = system.service.propose(alice, text="likes plums", quote="I like plums", source=source, occurred_at=None)
+        old = system.memories.propose(alice, text="likes plums", quote="I like plums", source=source, occurred_at=None)
         clock.advance(hours=6)
-        young = system.service.propose(alice, text="likes figs", quote="I like figs", source=source, occurred_at=None)
-        assert system.service.expire_due_candidates() == 0
+        young = system.memories.propose(alice, text="likes figs", quote="I like figs", source=source, occurred_at=None)
+        assert system.memories.expire_due_candidates() == 0
         clock.advance(hours=6, seconds=1)
-        assert system.service.expire_due_candidates() == 1
-        assert system.service.expire_due_candidates() == 0  # idempotent
+        assert system.memories.expire_due_candidates() == 1
+        assert system.memories.expire_due_candidates() == 0  # idempotent
         with TestClient(create_app(system, SECRET)) as c:
             assert [x["id"] for x in c.get("/v1/candidates", headers=auth()).json()["items"]] == [young["id"]]
             got = c.get(f"/v1/memories/{old['id']}", headers=auth()).json()
@@ -117,7 +117,7 @@ def test_candidates_expire_and_are_shredded(settings, database) -> None:
             assert [e["type"] for e in history] == ["Proposed", "Expired"] and all(e["text"] is None for e in history)
             r = c.post(f"/v1/candidates/{old['id']}/confirm", json={}, headers=auth())
             assert r.status_code == 409
-        assert system.app.keys.get(old["id"]) is None and system.app.keys.get(young["id"]) is not None
+        assert system.store.keys.get(old["id"]) is None and system.store.keys.get(young["id"]) is not None
     finally:
         system.close()
 
@@ -128,18 +128,18 @@ def test_rejected_candidates_are_shredded_and_expired_ones_cannot_be_confirmed(s
     try:
         alice = Caller("acme", "alice", "user")
         source = {"kind": "chat", "id": "c", "message_id": "m"}
-        rejected = system.service.propose(alice, text="likes sloes", quote="I like sloes", source=source,
+        rejected = system.memories.propose(alice, text="likes sloes", quote="I like sloes", source=source,
                                           occurred_at=None)
-        late = system.service.propose(alice, text="likes rowan", quote="I like rowan", source=source,
+        late = system.memories.propose(alice, text="likes rowan", quote="I like rowan", source=source,
                                       occurred_at=None)
-        system.service.reject(alice, rejected["id"])
-        assert system.app.keys.get(rejected["id"]) is None
-        assert system.service.get(alice, rejected["id"])["text"] is None
+        system.memories.reject(alice, rejected["id"])
+        assert system.store.keys.get(rejected["id"]) is None
+        assert system.memories.get(alice, rejected["id"])["text"] is None
         clock.advance(days=1)  # expired, though no sweep has run yet
         from engram.domain.errors import NotACandidate
 
         with pytest.raises(NotACandidate):
-            system.service.confirm(alice, late["id"], text=None, acknowledge_sensitive=False)
+            system.memories.confirm(alice, late["id"], text=None, acknowledge_sensitive=False)
     finally:
         system.close()
 

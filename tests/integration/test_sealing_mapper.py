@@ -11,7 +11,7 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def test_stored_event_is_sealed_and_decodes_after_shredding(engram) -> None:
-    keys, mapper = engram.app.keys, engram.app.mapper
+    keys, mapper = engram.store.keys, engram.store.mapper
     memory = Memory.remember(scope=Scope("acme", "alice"), source={"kind": "chat", "id": "c-1"},
                              text="pelican-4471 likes jazz", evidence=[{"quote": "pelican-4471 likes jazz"}],
                              valid_from=None, valid_to=None, actor="alice", at=T0)

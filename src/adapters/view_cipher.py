@@ -1,4 +1,4 @@
-"""Views hold personal text only sealed under the memory's own data key."""
+"""The view cipher: views hold personal text only sealed under the memory's own data key."""
 
 from __future__ import annotations
 

@@ -1,0 +1,105 @@
+"""The purge tracker: each forget request and, for every copy this deployment holds, the evidence
+that the copy no longer has the memory's content.
+
+The copies are given once, when the deployment is composed (the event store, the recall view and
+the review queue always; Hindsight when it is configured). Whatever deletes a copy reports here in
+its own transaction: the recall projection opens the request and reports the event store and its
+own view, the review projection reports its queue, the Hindsight syncer reports Hindsight once it has
+checked the document is gone. A forget is "purge_complete" only when every copy has reported.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import Cursor
+
+EVENT_STORE = "event_store"
+RECALL_VIEW = "recall_view"
+REVIEW_QUEUE = "review_queue"
+HINDSIGHT = "hindsight"
+
+ALWAYS = (EVENT_STORE, RECALL_VIEW, REVIEW_QUEUE)
+
+STOPPED_USING = "stopped_using"
+PURGE_COMPLETE = "purge_complete"
+
+DDL = """
+CREATE TABLE IF NOT EXISTS engram_forgets (
+    forget_id text PRIMARY KEY,
+    memory_id uuid NOT NULL,
+    company text NOT NULL,
+    person text NOT NULL,
+    requested_at timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS engram_purge_copies (
+    forget_id text NOT NULL,
+    copy text NOT NULL,
+    state text NOT NULL,
+    evidence text,
+    purged_at timestamptz,
+    PRIMARY KEY (forget_id, copy)
+);
+"""
+
+
+class PurgeTracker:
+    def __init__(self, datastore: Any, copies: tuple[str, ...] = ALWAYS) -> None:
+        self.datastore = datastore
+        self.copies = copies
+
+    def create_tables(self) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(DDL)
+
+    # -- reports, each in the reporter's own transaction ----------------------
+
+    def opened(self, curs: Cursor[Any], forget_id: str, memory_id: UUID, company: str, person: str,
+               at: datetime) -> None:
+        curs.execute(
+            "INSERT INTO engram_forgets (forget_id, memory_id, company, person, requested_at) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (forget_id, memory_id, company, person, at),
+        )
+
+    def purged(self, curs: Cursor[Any], forget_id: str, copy: str, evidence: str, at: datetime) -> None:
+        curs.execute(
+            "INSERT INTO engram_purge_copies (forget_id, copy, state, evidence, purged_at) "
+            "VALUES (%s, %s, 'purged', %s, %s) ON CONFLICT (forget_id, copy) DO UPDATE "
+            "SET state = 'purged', evidence = EXCLUDED.evidence, purged_at = EXCLUDED.purged_at",
+            (forget_id, copy, evidence, at),
+        )
+
+    def withdraw(self, curs: Cursor[Any], copies: tuple[str, ...], *, requests: bool = False) -> None:
+        """A reporter's view is being rebuilt: its reports go, and the replay makes them again."""
+        curs.execute("DELETE FROM engram_purge_copies WHERE copy = ANY(%s)", (list(copies),))
+        if requests:
+            curs.execute("DELETE FROM engram_forgets")
+
+    # -- answers ---------------------------------------------------------------
+
+    def report(self, forget_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The request (None when unknown) and one entry per copy of this deployment, pending or purged."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute("SELECT * FROM engram_forgets WHERE forget_id = %s", (forget_id,))
+            head = curs.fetchone()
+            curs.execute("SELECT * FROM engram_purge_copies WHERE forget_id = %s", (forget_id,))
+            found = {r["copy"]: r for r in curs.fetchall()}
+        copies = []
+        for name in self.copies:
+            row = found.get(name)
+            copies.append({"copy": name, "state": row["state"] if row else "pending",
+                           "evidence": row["evidence"] if row else None,
+                           "purged_at": row["purged_at"] if row else None})
+        return head, copies
+
+    def status(self, forget_id: str | None) -> str:
+        if forget_id is None:
+            return STOPPED_USING
+        return self.status_of(self.report(forget_id)[1])
+
+    @staticmethod
+    def status_of(copies: list[dict[str, Any]]) -> str:
+        return PURGE_COMPLETE if all(c["state"] == "purged" for c in copies) else STOPPED_USING

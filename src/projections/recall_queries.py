@@ -1,0 +1,145 @@
+"""Reads over the recall and review views: BM25 search over the blind term index, lists, candidates
+and the sweeper's due work. Rows come back sealed; the service unseals and authorizes each one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+_SEARCH = """
+WITH stats AS MATERIALIZED (
+    SELECT greatest(answers, 1)::float8 AS n, greatest(total_len::float8 / greatest(answers, 1), 1) AS avgdl
+    FROM engram_recall_stats WHERE company = %(company)s AND person = %(person)s
+),
+hits AS MATERIALIZED (
+    SELECT term, memory_id, revision, tf, doc_len
+    FROM engram_recall_terms
+    WHERE company = %(company)s AND person = %(person)s AND term = ANY(%(terms)s::bigint[])
+      AND (visibility = 'general' OR (team = ANY(%(teams)s) AND source_id = ANY(%(sources)s)))
+      AND coalesce(source_id, '') <> ALL(%(revoked)s)
+      AND (answer_from IS NULL OR answer_from <= %(as_of)s)
+      AND (answer_to IS NULL OR answer_to > %(as_of)s)
+),
+df AS MATERIALIZED (SELECT term, count(*)::float8 AS df FROM hits GROUP BY term),
+scored AS MATERIALIZED (
+    SELECT h.memory_id, h.revision,
+           sum(ln(1 + greatest(s.n - df.df + 0.5, 0.5) / (df.df + 0.5))
+               * h.tf * (%(k1)s + 1)
+               / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.doc_len / s.avgdl))) AS score
+    FROM hits h JOIN df USING (term) CROSS JOIN stats s
+    GROUP BY h.memory_id, h.revision
+    ORDER BY score DESC
+    LIMIT %(limit)s
+)
+"""
+
+_RECENT = """
+WITH scored AS (
+    SELECT r.memory_id, r.revision, 0.0::float8 AS score
+    FROM engram_recall_revisions r
+    WHERE r.company = %(company)s AND r.person = %(person)s AND r.is_answer
+      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
+      AND coalesce(r.source_id, '') <> ALL(%(revoked)s)
+      AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
+      AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
+    ORDER BY r.at DESC
+    LIMIT %(limit)s
+)
+"""
+
+_BY_IDS = """
+WITH scored AS (
+    SELECT r.memory_id, r.revision, 0.0::float8 AS score
+    FROM engram_recall_revisions r
+    WHERE r.memory_id = ANY(%(ids)s::uuid[]) AND r.company = %(company)s AND r.person = %(person)s AND r.is_answer
+      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
+      AND coalesce(r.source_id, '') <> ALL(%(revoked)s)
+      AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
+      AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
+)
+"""
+
+_ROWS = """
+SELECT s.memory_id, s.revision, s.score, r.sealed_text, r.answer_from, r.answer_to, r.time_uncertain,
+       r.valid_from, r.valid_to, m.company, m.person, m.visibility, m.team, m.source, m.status,
+       m.sealed_evidence, k.wrapped
+FROM scored s
+JOIN engram_recall_revisions r ON r.memory_id = s.memory_id AND r.revision = s.revision
+JOIN engram_memories m ON m.memory_id = s.memory_id AND m.status = 'confirmed'
+JOIN engram_data_keys k ON k.key_id = s.memory_id
+ORDER BY s.score DESC, r.at DESC
+"""
+
+
+class RecallQueries:
+    """Reads for recall and lists. Rows come back sealed; the caller unseals."""
+
+    def __init__(self, datastore: Any) -> None:
+        self.datastore = datastore
+
+    def search(self, *, company: str, person: str, terms: list[int], as_of: Any,
+               teams: list[str], sources: list[str], revoked: list[str], limit: int) -> list[dict[str, Any]]:
+        params = {
+            "company": company, "person": person, "terms": terms, "as_of": as_of,
+            "teams": teams, "sources": sources, "revoked": revoked, "limit": limit, "k1": float(BM25_K1), "b": float(BM25_B),
+        }
+        sql = (_SEARCH if terms else _RECENT) + _ROWS
+        with self.datastore.get_connection() as conn:  # autocommit: one round trip
+            return list(conn.execute(sql, params, prepare=True).fetchall())
+
+    def by_ids(self, *, ids: list[str], company: str, person: str, as_of: Any, teams: list[str],
+               sources: list[str], revoked: list[str]) -> list[dict[str, Any]]:
+        """The same rows and filters as search, for memories the semantic index suggested."""
+        params = {"ids": ids, "company": company, "person": person, "as_of": as_of, "teams": teams,
+                  "sources": sources, "revoked": revoked}
+        with self.datastore.get_connection() as conn:
+            return list(conn.execute(_BY_IDS + _ROWS, params).fetchall())
+
+    def list_memories(self, *, company: str, person: str, statuses: list[str], terms: list[int] | None,
+                      after: tuple[Any, str] | None, limit: int) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT m.*, k.wrapped FROM engram_memories m "
+            "LEFT JOIN engram_data_keys k ON k.key_id = m.memory_id "
+            "WHERE m.company = %(company)s AND m.person = %(person)s AND m.status = ANY(%(statuses)s) "
+        )
+        params: dict[str, Any] = {"company": company, "person": person, "statuses": statuses, "limit": limit}
+        if terms is not None:
+            sql += (
+                "AND m.memory_id IN (SELECT memory_id FROM engram_recall_terms WHERE company = %(company)s "
+                "AND person = %(person)s AND term = ANY(%(terms)s)) "
+            )
+            params["terms"] = terms
+        if after is not None:
+            sql += "AND (m.created_at, m.memory_id) < (%(after_at)s, %(after_id)s::uuid) "
+            params["after_at"], params["after_id"] = after
+        sql += "ORDER BY m.created_at DESC, m.memory_id DESC LIMIT %(limit)s"
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(sql, params)
+            return list(curs.fetchall())
+
+    def candidates(self, *, company: str, person: str) -> list[dict[str, Any]]:
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(
+                "SELECT c.*, k.wrapped FROM engram_candidates c "
+                "JOIN engram_data_keys k ON k.key_id = c.memory_id "
+                "WHERE c.company = %s AND c.person = %s ORDER BY c.proposed_at, c.memory_id",
+                (company, person),
+            )
+            return list(curs.fetchall())
+
+    def due_candidates(self, now: Any, limit: int) -> list[Any]:
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                "SELECT memory_id FROM engram_candidates WHERE expires_at <= %s ORDER BY expires_at LIMIT %s",
+                (now, limit),
+            ).fetchall()
+        return [r["memory_id"] for r in rows]
+
+    def closed_candidates_with_keys(self, limit: int) -> list[dict[str, Any]]:
+        with self.datastore.get_connection() as conn:
+            return list(conn.execute(
+                "SELECT m.memory_id FROM engram_memories m JOIN engram_data_keys k ON k.key_id = m.memory_id "
+                "WHERE m.status IN ('expired', 'rejected') LIMIT %s", (limit,),
+            ).fetchall())

@@ -1,0 +1,105 @@
+"""The event-sourced application and the one way every service writes through it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import InfrastructureFactory, RecordConflictError
+
+from engram.adapters.crypto import MasterKey
+from engram.adapters.keystore import KeyStore
+from engram.adapters.mapper import SealingMapper
+from engram.domain.access import Access
+from engram.domain.clock import Clock
+from engram.domain.directory import Directory
+from engram.domain.errors import Conflict
+from engram.domain.rollout import Rollout
+from engram.domain.scope import Caller
+
+from .pending_writes import collector
+from .ports import Keys, Settler, Standings, Tombstones
+
+
+class EventStore(Application):
+    """The write side: eventsourcing's application with the sealing mapper and the data keys."""
+
+    name = "engram"  # the application name every tracking row refers to
+
+    def __init__(self, env: dict[str, str], master: MasterKey, fence: Any = frozenset(),
+                 keys: Callable[[Any], KeyStore] | None = None) -> None:
+        """`keys` makes the key store from the infrastructure factory: by default PostgreSQL's, beside
+        the events; the fast tests pass an in-memory one with eventsourcing's in-memory store."""
+        self._master = master
+        self._fence = fence
+        self._make_keys = keys
+        super().__init__(env)
+
+    def construct_factory(self, env: Any) -> InfrastructureFactory:  # type: ignore[type-arg]
+        factory = super().construct_factory(env)
+        if self._make_keys is not None:
+            self.keys: KeyStore = self._make_keys(factory)
+        else:
+            store = KeyStore(factory.datastore, self._master, self._fence)  # type: ignore[attr-defined]
+            store.create_tables()
+            self.keys = store
+        return factory
+
+    def construct_mapper(self) -> SealingMapper:  # type: ignore[override]
+        return SealingMapper(self.construct_transcoder(), self.keys)
+
+    @property
+    def datastore(self) -> Any:
+        return self.factory.datastore  # type: ignore[attr-defined]
+
+
+class Ledger:
+    """What every service shares: one clock, the caller's access (read once per call), aggregates
+    loaded and saved (a lost race is a 409; a save is visible to every read model before it returns,
+    or handed to the HTTP layer to wait for), and tombstones."""
+
+    def __init__(self, store: EventStore, settler: Settler, standings: Standings, *, modes: Rollout,
+                 clock: Clock, tombstones: Tombstones | None = None) -> None:
+        self.store = store
+        self.keys: Keys = store.keys
+        self.settler = settler
+        self.standings = standings
+        self.modes = modes
+        self.clock = clock
+        self.tombstones = tombstones
+
+    def access(self, caller: Caller) -> Access:
+        """The access policy for this caller as the directory, revocations and pauses stand now."""
+        standing = self.standings.standing(caller.company, caller.person)
+        return Access(caller, self.modes.mode(caller.company), Directory.from_document(standing.directory),
+                      standing.revoked_sources, standing.learning_paused, standing.use_paused)
+
+    def admit(self, caller: Caller) -> None:
+        """Refuse every call of a company whose rollout mode is off; no database read."""
+        Access(caller, self.modes.mode(caller.company)).admit()
+
+    def get(self, aggregate_id: UUID) -> Any | None:
+        try:
+            return self.store.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+
+    def save(self, *aggregates: Any) -> Sequence[Any]:
+        try:
+            recordings = self.store.save(*aggregates)
+        except RecordConflictError:
+            raise Conflict("the memory changed while this request was handled") from None
+        pending = collector()
+        if pending is not None and self.settler.defers:
+            pending.add(recordings)  # the HTTP layer waits for visibility without holding this thread
+        else:
+            self.settler.settle_recordings(recordings)
+        return recordings
+
+    def tombstone(self, kind: str, aggregate_id: Any, company: str, **fields: Any) -> None:
+        """Content-free: ids and times only."""
+        if self.tombstones is not None:
+            self.tombstones.record({"kind": kind, "aggregate_id": str(aggregate_id), "company": company,
+                                    "at": self.clock.now().isoformat(), **fields})

@@ -1,0 +1,346 @@
+"""A person's memories: the commands that change them and the reads that show them.
+
+Writes return only after the read models have applied them (see `Ledger.save`), so any later
+request already sees their effect. Who may do what is the domain's `Access`, read once per call.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, cast
+from uuid import UUID, uuid4
+
+from engram.adapters.blind_index import BlindIndex
+from engram.adapters.view_cipher import unseal_from_view
+from engram.domain.access import Access
+from engram.domain.errors import Conflict, DomainError, MemoryForgotten, NotFound, SensitiveAckRequired, SourceRevoked
+from engram.domain.evidence import Evidence, Source
+from engram.domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory
+from engram.domain.receipt import Receipt
+from engram.domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, refuse_secrets
+from engram.domain.scope import Caller, Scope
+from engram.domain.text import validate_text
+
+from .ledger import Ledger
+from .ports import MemoryQueries, PurgeReports
+from .views import candidate_of, candidate_of_row, memory_of, memory_of_row
+
+
+def row_scope(row: dict[str, Any]) -> Scope:
+    return Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
+
+
+def _parse_uuid(memory_id: str) -> UUID:
+    try:
+        return UUID(memory_id)
+    except (ValueError, TypeError, AttributeError):
+        raise NotFound("no such memory") from None
+
+
+class MemoryService:
+    def __init__(self, ledger: Ledger, queries: MemoryQueries, index: BlindIndex, purge: PurgeReports, *,
+                 policy: ContentPolicy | None = None, max_text_bytes: int = 8192,
+                 candidate_ttl: timedelta = timedelta(days=30)) -> None:
+        self.ledger = ledger
+        self.keys = ledger.keys
+        self.clock = ledger.clock
+        self.queries = queries
+        self.index = index
+        self.purge = purge
+        self.policy: ContentPolicy = policy or AcceptEverything()
+        self.max_text_bytes = max_text_bytes
+        self.candidate_ttl = candidate_ttl
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _holder(self, caller: Caller) -> Access:
+        """Commands: a person or their registered bot, of a company not off; never an administrative token."""
+        Access(caller).require_holder()
+        access = self.ledger.access(caller)
+        access.admit()
+        access.require_may_act()
+        return access
+
+    def _load(self, access: Access, memory_id: str) -> Memory:
+        """A memory the caller may use; anything else is indistinguishable from absent."""
+        memory = self.ledger.get(_parse_uuid(memory_id))
+        if not isinstance(memory, Memory) or not access.may_use(memory.scope):
+            raise NotFound("no such memory")
+        return memory
+
+    def _text(self, text: str) -> str:
+        return validate_text(text, self.max_text_bytes)
+
+    def unsealed(self, row: dict[str, Any]) -> tuple[Any, list[Any]]:
+        """The text and evidence of a view row, or (None, []) when its key is gone."""
+        key = self.keys.unwrap_row(row["memory_id"], row.get("wrapped"))
+        if key is None:
+            return None, []
+        text = unseal_from_view(key, row["memory_id"], "text", row.get("sealed_text"))
+        return text, unseal_from_view(key, row["memory_id"], "evidence", row.get("sealed_evidence")) or []
+
+    # -- commands ------------------------------------------------------------
+
+    def remember(self, caller: Caller, *, text: str, source: dict[str, Any], occurred_at: datetime | None,
+                 visibility: str, team: str | None, valid_from: datetime | None,
+                 valid_to: datetime | None) -> dict[str, Any]:
+        """Confirm exactly the stated text; a sensitive one becomes a candidate, a secret is refused."""
+        access = self._holder(caller)
+        self._text(text)
+        verdict = refuse_secrets(self.policy, text)
+        now = self.clock.now()
+        origin = Source.of(source)
+        if origin.id in access.revoked_sources:
+            raise SourceRevoked("this source was revoked; nothing from it is remembered")
+        if visibility == "restricted":
+            access.require_restricted_scope(team, origin.id)
+        evidence = [Evidence.quoted(text, text, origin, occurred_at or now).as_dict()]
+        actor = caller.bot or caller.person
+        if verdict == SENSITIVE_CONTENT:
+            candidate = self._create(Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team,
+                                     text=text, evidence=evidence, review=SENSITIVE,
+                                     expires_at=now + self.candidate_ttl, valid_from=valid_from, valid_to=valid_to,
+                                     actor=actor, at=now)
+            return candidate_of(candidate)
+        memory = self._create(Memory.remember, caller, source=origin.as_dict(), visibility=visibility, team=team,
+                              text=text, evidence=evidence, valid_from=valid_from, valid_to=valid_to, actor=actor,
+                              at=now)
+        return memory_of(memory)
+
+    def _create(self, factory: Callable[..., Memory], caller: Caller, *, source: dict[str, Any],
+                visibility: str, team: str | None, **fields: Any) -> Memory:
+        """Create the memory's data key before its first (sealed) event, then save."""
+        scope = Scope(caller.company, caller.person, visibility, team, source.get("id"))
+        fields["id"] = fields.get("id") or uuid4()
+        memory = factory(scope=scope, source=source, **fields)
+        self.keys.create(memory.id, caller.company)
+        self.ledger.save(memory)
+        return memory
+
+    def propose(self, caller: Caller, *, text: str, quote: str, source: dict[str, Any],
+                occurred_at: datetime | None, visibility: str = "general", team: str | None = None,
+                review: str = NORMAL, id: UUID | None = None, receipt: str | None = None) -> dict[str, Any]:
+        """A candidate, for the person to review. Learning from receipts builds on this."""
+        Access(caller).require_holder()
+        self._text(text)
+        if refuse_secrets(self.policy, text, quote) == SENSITIVE_CONTENT:
+            review = SENSITIVE
+        now = self.clock.now()
+        origin = Source.of(source)
+        memory = self._create(
+            Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
+            evidence=[Evidence(quote, origin, occurred_at or now).as_dict()],
+            review=review, expires_at=now + self.candidate_ttl, actor="engram", at=now, id=id, receipt=receipt,
+        )
+        return candidate_of(memory)
+
+    def confirm(self, caller: Caller, memory_id: str, *, text: str | None, acknowledge_sensitive: bool) -> dict[str, Any]:
+        memory = self._load(self._holder(caller), memory_id)
+        if text is not None:
+            self._text(text)
+            if refuse_secrets(self.policy, text) == SENSITIVE_CONTENT and not acknowledge_sensitive:
+                raise SensitiveAckRequired("the edited text is sensitive; confirm with acknowledge_sensitive: true")
+        memory.confirm(text=text, acknowledge_sensitive=acknowledge_sensitive,
+                       actor=caller.bot or caller.person, at=self.clock.now())
+        self.ledger.save(memory)
+        return memory_of(memory)
+
+    def reject(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        memory = self._load(self._holder(caller), memory_id)
+        memory.reject(actor=caller.bot or caller.person, at=self.clock.now())
+        self.ledger.save(memory)
+        self._shred_closed_candidate(memory, "reject")  # a rejected candidate is purged like a forgotten one
+        return {"id": str(memory.id), "status": memory.status}
+
+    def _shred_closed_candidate(self, memory: Memory, kind: str) -> None:
+        """After a candidate's Rejected or Expired event is recorded: destroy its key and its
+        receipt's text. Recorded first, so a confirm that wins the race keeps its key. The tombstone
+        goes before the key: if it cannot be recorded the key stays, and the sweeper's repair retries."""
+        self.ledger.tombstone(kind, memory.id, memory.company, person=memory.person)
+        self.keys.destroy(memory.id, memory.company, self.clock.now())
+        if memory.receipt:
+            self.clear_receipt_payload(UUID(memory.receipt), f"candidate_{kind}")
+
+    def correct(self, caller: Caller, memory_id: str, *, text: str, valid_from: datetime | None,
+                valid_to: datetime | None, reason: str | None, acknowledge_sensitive: bool = False) -> dict[str, Any]:
+        access = self._holder(caller)
+        self._text(text)
+        if reason is not None:
+            validate_text(reason, self.max_text_bytes)
+        if refuse_secrets(self.policy, text, reason) == SENSITIVE_CONTENT and not acknowledge_sensitive:
+            raise SensitiveAckRequired("the corrected text is sensitive; send acknowledge_sensitive: true")
+        memory = self._load(access, memory_id)
+        memory.correct(text=text, valid_from=valid_from, valid_to=valid_to, reason=reason,
+                       actor=caller.bot or caller.person, at=self.clock.now())
+        self.ledger.save(memory)
+        return memory_of(memory)
+
+    def forget(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        """Record the tombstone, destroy the key (use stops at once), then record the content-free event.
+
+        The tombstone comes first so a forget that cannot record it changes nothing and can be retried.
+        A concurrent write can win the race for the next version; the key is already gone
+        then, so forget reloads and records again rather than report a conflict.
+        """
+        access = self._holder(caller)
+        for _attempt in range(5):
+            memory = self._load(access, memory_id)
+            if memory.is_forgotten:
+                if memory.receipt:  # an earlier attempt may have stopped before clearing it
+                    self.clear_receipt_payload(UUID(memory.receipt), "memory_forgotten")
+                return {"forget_id": memory.forget_id, "status": self.purge.status(memory.forget_id)}
+            now = self.clock.now()
+            forget_id = "fg-" + uuid4().hex
+            self.ledger.tombstone("forget", memory.id, memory.company, person=memory.person, forget_id=forget_id)
+            destroyed_at = self.keys.destroy(memory.id, memory.company, now)
+            memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at,
+                          actor=caller.bot or caller.person, at=now)
+            try:
+                self.ledger.save(memory)
+            except Conflict:
+                continue
+            if memory.receipt:
+                self.clear_receipt_payload(UUID(memory.receipt), "memory_forgotten")
+            self.keys.vacuum()
+            return {"forget_id": forget_id, "status": "stopped_using"}
+        raise Conflict("the memory kept changing; its key is destroyed, retry to record the forget")
+
+    def clear_receipt_payload(self, receipt_id: UUID, why: str) -> bool:
+        """Tombstone, destroy a receipt's key (its text in every copy), then record that it is gone."""
+        receipt = self.ledger.get(receipt_id)
+        if not isinstance(receipt, Receipt) or receipt.cleared:
+            return False
+        now = self.clock.now()
+        self.ledger.tombstone("receipt_cleared", receipt.id, receipt.company, why=why)
+        self.keys.destroy(receipt.id, receipt.company, now)
+        receipt.clear_payload(why, now)
+        try:
+            self.ledger.save(receipt)
+        except Conflict:
+            return False  # a concurrent change; the key is gone already and the next sweep records it
+        return True
+
+    def expire_due_candidates(self, limit: int = 500) -> int:
+        """Expire unreviewed candidates past their time and destroy their keys. Safe to run anywhere, often."""
+        now = self.clock.now()
+        expired = 0
+        for memory_id in self.queries.due_candidates(now, limit):
+            memory = self.ledger.get(memory_id)
+            if not isinstance(memory, Memory) or not memory.is_due(now):
+                continue
+            memory.expire(at=now, key_destroyed_at=now)
+            try:
+                self.ledger.save(memory)
+            except (Conflict, MemoryForgotten):
+                continue  # confirmed, rejected or forgotten meanwhile: that decision stands
+            self._shred_closed_candidate(memory, "expire")
+            expired += 1
+        # a crash between an Expired/Rejected event and its key destruction is finished here
+        for row in self.queries.closed_candidates_with_keys(limit):
+            closed = self.ledger.get(row["memory_id"])
+            if isinstance(closed, Memory):
+                self._shred_closed_candidate(closed, "expire" if closed.status == "expired" else "reject")
+        if expired:
+            self.keys.vacuum()
+        return expired
+
+    # -- reads ---------------------------------------------------------------
+
+    def get(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        return memory_of(self._load(self.ledger.access(caller), memory_id))
+
+    def history(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        memory = self._load(self.ledger.access(caller), memory_id)
+        events = []
+        revision = 1
+        for e in cast(list[Memory.Event], list(self.ledger.store.events.get(memory.id))):
+            text = None
+            if isinstance(e, Memory.Created):
+                text = e.text
+            elif isinstance(e, Memory.Corrected):
+                revision, text = e.revision, e.text
+            elif isinstance(e, Memory.Confirmed) and e.edited:
+                text = e.text
+            entry = {"type": type(e).__name__, "at": e.timestamp, "actor": e.actor, "revision": revision, "text": text}
+            if isinstance(e, Memory.Corrected):
+                entry.update(reason=e.reason, mode=e.mode, valid_from=e.valid_from, valid_to=e.valid_to)
+            events.append(entry)
+        return {"events": events}
+
+    def list_memories(self, caller: Caller, *, q: str | None, limit: int, cursor: str | None,
+                      status: str | None = None) -> dict[str, Any]:
+        access = self.ledger.access(caller)
+        if not access.sees_memories:
+            return {"items": [], "next_cursor": None}
+        statuses = [CONFIRMED] if status is None else ([status] if status != "all" else [CONFIRMED, FORGOTTEN])
+        if q:
+            validate_text(q, self.max_text_bytes)
+        terms = self.index.query_terms(caller.company, q) if q else None
+        after = _decode_cursor(cursor) if cursor else None
+        rows = self.queries.list_memories(company=caller.company, person=caller.person, statuses=statuses,
+                                          terms=terms, after=after, limit=limit + 1)
+        items = []
+        for row in rows[:limit]:
+            if not access.may_use(row_scope(row)):
+                continue
+            text, evidence = (None, []) if row["status"] == FORGOTTEN else self.unsealed(row)
+            items.append(memory_of_row(row, text, evidence))
+        next_cursor = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_cursor = _encode_cursor(last["created_at"], str(last["memory_id"]))
+        return {"items": items, "next_cursor": next_cursor}
+
+    def candidates(self, caller: Caller) -> dict[str, Any]:
+        access = self.ledger.access(caller)
+        if not access.sees_memories:
+            return {"items": []}
+        items = []
+        for row in self.queries.candidates(company=caller.company, person=caller.person):
+            if access.may_use(row_scope(row)):
+                items.append(candidate_of_row(row, *self.unsealed(row)))
+        return {"items": items}
+
+    def forget_status(self, caller: Caller, forget_id: str) -> dict[str, Any]:
+        head, copies = self.purge.report(forget_id)
+        if head is None or head["company"] != caller.company or head["person"] != caller.person \
+                or caller.is_administrative or not self.ledger.access(caller).may_read:
+            raise NotFound("no such forget request")
+        complete = all(c["state"] == "purged" for c in copies)
+        return {"forget_id": forget_id, "memory_id": str(head["memory_id"]),
+                "status": "purge_complete" if complete else "stopped_using", "copies": copies}
+
+    def export(self, caller: Caller) -> dict[str, Any]:
+        items = []
+        cursor = None
+        while True:
+            page = self.list_memories(caller, q=None, limit=200, cursor=cursor)
+            for item in page["items"]:
+                item = dict(item)
+                item["history"] = self.history(caller, item["id"])["events"]
+                items.append(item)
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+        return {"exported_at": self.clock.now(), "company": caller.company, "person": caller.person,
+                "memories": items}
+
+
+def _encode_cursor(at: datetime, memory_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([at.isoformat(), memory_id]).encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        at, memory_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        UUID(memory_id)
+        return datetime.fromisoformat(at), memory_id
+    except Exception:  # noqa: BLE001
+        raise InvalidCursor("cursor is not valid") from None
+
+
+class InvalidCursor(DomainError):
+    code, status, title = "invalid_cursor", 400, "Cursor is not valid"

@@ -1,0 +1,118 @@
+"""What operators ask of a running deployment: projection positions, set-aside events, status, metrics,
+rebuilds and the restore fence. Counts and positions only; never memory text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from engram.adapters.availability import Availability
+from engram.adapters.tombstones import Fence
+from engram.domain.access import Access
+from engram.domain.scope import Caller
+from engram.projections.base import EngramProjection, safe_decoder
+
+from .hindsight_sync import HindsightSyncer
+from .learning import LearningService
+from .ledger import Ledger
+from .restore import apply_fence
+from .settings import Settings
+
+
+class Operations:
+    def __init__(self, ledger: Ledger, projections: Mapping[str, EngramProjection], learning: LearningService,
+                 fence: Fence, settings: Settings, syncer: HindsightSyncer | None = None) -> None:
+        self.ledger = ledger
+        self.store = ledger.store
+        self.projections = projections
+        self.learning = learning
+        self.fence = fence
+        self.settings = settings
+        self.syncer = syncer
+
+    @property
+    def availability(self) -> Availability:
+        return self.store.datastore.availability  # type: ignore[no-any-return]
+
+    @property
+    def decode(self) -> Callable[[Any], Any]:
+        """Stored event -> domain event; one that cannot be decoded is marked for quarantine, not raised."""
+        return safe_decoder(self.store.mapper.to_domain_event)
+
+    def status(self) -> list[dict[str, object]]:
+        """Position and lag of each projection: in-process (global) and, in distributed mode, per partition."""
+        head = self.store.recorder.max_notification_id() or 0
+        rows: list[dict[str, object]] = []
+        partitions: dict[str, dict[int, int]] = {}
+        with self.store.datastore.get_connection() as conn:
+            for r in conn.execute("SELECT projection, partition, notification_id FROM engram_partition_tracking"):
+                partitions.setdefault(r["projection"], {})[r["partition"]] = int(r["notification_id"])
+        for name, p in self.projections.items():
+            if self.settings.kafka_bootstrap:
+                parts = partitions.get(name, {})
+                for part in range(self.settings.kafka_partitions):
+                    pos = parts.get(part, 0)
+                    rows.append({"projection": name, "partition": part, "position": pos, "head": head,
+                                 "lag": head - pos})
+            else:
+                pos = p.view.position()
+                rows.append({"projection": name, "position": pos, "head": head, "lag": head - pos})
+        return rows
+
+    def quarantined(self) -> dict[str, int]:
+        """Events each projection set aside because it could not apply them."""
+        with self.store.datastore.get_connection() as conn:
+            rows = conn.execute("SELECT projection, count(*) AS n FROM engram_quarantine GROUP BY projection")
+            found = {r["projection"]: int(r["n"]) for r in rows}
+        return {name: found.get(name, 0) for name in self.projections}
+
+    def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
+        with self.store.datastore.long_running():  # one transaction over every event: no request timeouts
+            return self.projections[name].rebuild(self.store.recorder, self.decode, progress, keys=self.store.keys)
+
+    def restore_fence(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+        def rebuild_all() -> None:
+            for name in self.projections:
+                self.rebuild(name, progress)
+
+        with self.store.datastore.long_running():
+            return apply_fence(self.ledger, self.fence, rebuild_all)
+
+    def admin_status(self, caller: Caller) -> dict[str, object]:
+        """For company admins and operators: dependencies, backlogs, today's budget. Never memory text."""
+        Access(caller).require_admin("see the status")
+        lag = max((int(str(r["lag"])) for r in self.status()), default=0)
+        today = self.ledger.clock.now().date()
+        s = self.settings
+        return {
+            "company": caller.company,
+            "mode": self.ledger.modes.mode(caller.company),
+            "dependencies": {
+                "database": "ok",
+                "kafka": "configured" if s.kafka_bootstrap else "not used (in-process projectors)",
+                "llm": "configured" if s.llm_base_url else "not used (rule-based extraction)",
+                "hindsight": "configured" if s.hindsight_url else "not used (SQL ranking)",
+            },
+            "quarantined_events": self.quarantined(),
+            "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag,
+                         "hindsight_sync": self.syncer.backlog() if self.syncer else None},
+            "budget_today": {**self.learning.budget.today(caller.company, today),
+                             "token_limit": s.daily_tokens, "call_limit": s.daily_calls},
+        }
+
+    def metrics(self) -> str:
+        """Prometheus text: counts and lags only."""
+        lines = ["# TYPE engram_projection_lag gauge"]
+        for r in self.status():
+            part = f',partition="{r["partition"]}"' if "partition" in r else ""
+            lines.append(f'engram_projection_lag{{projection="{r["projection"]}"{part}}} {r["lag"]}')
+        lines.append("# HELP engram_quarantined_events Events a projection set aside because it could not apply them")
+        lines.append("# TYPE engram_quarantined_events gauge")
+        for name, n in self.quarantined().items():
+            lines.append(f'engram_quarantined_events{{projection="{name}"}} {n}')
+        lines.append("# TYPE engram_inbox_receipts gauge")
+        for state, n in sorted(self.learning.inbox.backlog().items()):
+            lines.append(f'engram_inbox_receipts{{state="{state}"}} {n}')
+        lines.append("# TYPE engram_events_total counter")
+        lines.append(f"engram_events_total {self.store.recorder.max_notification_id() or 0}")
+        return "\n".join(lines) + "\n"

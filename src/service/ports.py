@@ -1,0 +1,88 @@
+"""The ports the services depend on. Adapters and projections implement them; tests may pass fakes.
+
+Each is a `typing.Protocol`: what the service calls, nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from engram.domain.hints import SemanticHints
+from engram.domain.scope import Scope
+
+
+class Settler(Protocol):
+    """Makes a write visible to every read model before the writer reads again."""
+
+    defers: bool  # True when the HTTP layer may wait for visibility instead of the request's thread
+
+    def settle_recordings(self, recordings: Sequence[Any]) -> object: ...
+
+
+class Keys(Protocol):
+    """Per-aggregate data keys: destroying one makes its content unreadable in every copy."""
+
+    def create(self, key_id: Any, company: str) -> None: ...
+
+    def get(self, key_id: Any) -> bytes | None: ...
+
+    def destroy(self, key_id: Any, company: str, at: datetime) -> datetime: ...
+
+    def unwrap_row(self, key_id: Any, wrapped: bytes | None) -> bytes | None: ...
+
+    def vacuum(self) -> None: ...
+
+
+class Tombstones(Protocol):
+    """Content-free records of destructions, kept where a database restore cannot undo them."""
+
+    def record(self, tombstone: dict[str, Any]) -> None: ...
+
+
+class SemanticIndex(Protocol):
+    """Ranking hints within a deadline; raises `SemanticIndexUnavailable` when it cannot answer in time."""
+
+    def hints(self, scopes: list[Scope], query: str) -> SemanticHints: ...
+
+
+class MemoryQueries(Protocol):
+    """The recall and review views, as the memory service reads them (rows come back sealed)."""
+
+    def list_memories(self, *, company: str, person: str, statuses: list[str], terms: list[int] | None,
+                      after: tuple[Any, str] | None, limit: int) -> list[dict[str, Any]]: ...
+
+    def candidates(self, *, company: str, person: str) -> list[dict[str, Any]]: ...
+
+    def due_candidates(self, now: Any, limit: int) -> list[Any]: ...
+
+    def closed_candidates_with_keys(self, limit: int) -> list[dict[str, Any]]: ...
+
+
+class PurgeReports(Protocol):
+    """What a forget request has purged so far, copy by copy."""
+
+    def report(self, forget_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]: ...
+
+    def status(self, forget_id: str | None) -> str: ...
+
+
+class Standing(Protocol):
+    @property
+    def directory(self) -> dict[str, Any]: ...
+
+    @property
+    def revoked_sources(self) -> frozenset[str]: ...
+
+    @property
+    def learning_paused(self) -> bool: ...
+
+    @property
+    def use_paused(self) -> bool: ...
+
+
+class Standings(Protocol):
+    """The caller's standing, read in one round trip: directory, revocations, pauses."""
+
+    def standing(self, company: str, person: str) -> Standing: ...

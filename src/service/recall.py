@@ -1,0 +1,116 @@
+"""Recall: the confirmed memories a caller may use right now, ranked, within a byte budget.
+
+Hindsight (when configured) only hints: every hinted memory is re-read from the recall view,
+re-unsealed and re-authorized here. SQL ranking (BM25 over the blind term index) fills the rest, and
+is all there is without Hindsight. The budget truncates the last item that fits and counts the rest.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from engram.adapters.blind_index import BlindIndex
+from engram.domain.access import Access
+from engram.domain.bundle import fit
+from engram.domain.hints import SemanticHints, SemanticIndexUnavailable
+from engram.domain.instant import check_instant
+from engram.domain.memory import CONFIRMED
+from engram.domain.rollout import OFF, SHADOW
+from engram.domain.scope import Caller
+from engram.domain.text import validate_text
+from engram.projections.recall_queries import RecallQueries
+
+from .ledger import Ledger
+from .memories import MemoryService, row_scope
+from .ports import SemanticIndex
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+class RecallService:
+    def __init__(self, ledger: Ledger, queries: RecallQueries, index: BlindIndex, memories: MemoryService,
+                 semantic: SemanticIndex | None = None, *, max_text_bytes: int = 8192) -> None:
+        self.ledger = ledger
+        self.queries = queries
+        self.index = index
+        self.memories = memories  # unseals view rows
+        self.semantic = semantic
+        self.max_text_bytes = max_text_bytes
+
+    def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:
+        validate_text(query, self.max_text_bytes, allow_empty=True)
+        check_instant(as_of, "as_of")
+        empty: dict[str, Any] = {"items": [], "degraded": False, "bytes": 0, "omitted": 0}
+        mode = self.ledger.modes.mode(caller.company)
+        if mode == OFF or (mode == SHADOW and caller.role == "bot"):
+            return {**empty, "mode": mode}
+        if caller.is_administrative or limit <= 0:
+            return empty
+        access = self.ledger.access(caller)
+        if access.use_paused:
+            return {**empty, "paused": True}
+        if caller.role == "bot" and not access.grants.bot_registered:
+            return empty
+        grants = access.grants
+        filters: dict[str, Any] = {"company": caller.company, "person": caller.person, "as_of": as_of or self.ledger.clock.now(),
+                   "teams": sorted(grants.teams), "sources": sorted(grants.sources),
+                   "revoked": sorted(grants.revoked_sources)}
+        hints, degraded = self._hints(access, query)
+        rows = self._hinted_rows(access, hints, filters)
+        seen = {str(r["memory_id"]) for r in rows}
+        rows += [r for r in self.queries.search(terms=self.index.query_terms(caller.company, query),
+                                                limit=limit + 10, **filters) if str(r["memory_id"]) not in seen]
+        items, total, omitted = self._bundle(access, rows, max_bytes, limit)
+        return {"items": items, "degraded": degraded, "bytes": total, "omitted": omitted}
+
+    def _hints(self, access: Access, query: str) -> tuple[SemanticHints, bool]:
+        """Ranking hints from the semantic index, and whether recall is degraded (an index is
+        configured but was down or slower than the deadline); without an index SQL ranks, undegraded."""
+        if self.semantic is None or not query.strip():
+            return SemanticHints(), False
+        try:
+            return self.semantic.hints(access.semantic_scopes(), query), False
+        except SemanticIndexUnavailable:
+            return SemanticHints(), True
+
+    def _hinted_rows(self, access: Access, hints: SemanticHints, filters: dict[str, Any]) -> list[dict[str, Any]]:
+        """Fusion: the hinted memories the caller may use, best first, with the index's scores."""
+        if not hints:
+            return []
+        usable = {str(r["memory_id"]): r for r in self.queries.by_ids(ids=sorted(hints.memory_ids()), **filters)
+                  if r["status"] == CONFIRMED and access.may_use(row_scope(r))}
+        scores = hints.scores(set(usable))
+        return [{**usable[m], "score": scores[m], "hinted": True} for m in sorted(scores, key=lambda m: -scores[m])]
+
+    def _bundle(self, access: Access, rows: list[dict[str, Any]], max_bytes: int,
+                limit: int) -> tuple[list[dict[str, Any]], int, int]:
+        """At most `limit` items within `max_bytes`: the last that fits is truncated, the rest counted."""
+        items: list[dict[str, Any]] = []
+        total = omitted = 0
+        for row in rows:
+            if len(items) + omitted >= limit:
+                break
+            if row["status"] != CONFIRMED or not access.may_use(row_scope(row)):
+                continue
+            text, evidence = self.memories.unsealed(row)
+            if text is None:
+                continue
+            if total >= max_bytes:
+                omitted += 1  # the budget is spent: counted, never silently dropped
+                continue
+            text, evidence, size, truncated = fit(text, evidence, max_bytes - total)
+            raw = float(row["score"] or 0.0)
+            item = {
+                "id": str(row["memory_id"]), "kind": "memory", "text": text, "revision": row["revision"],
+                "valid_from": _iso(row["valid_from"]), "valid_to": _iso(row["valid_to"]),
+                "time_uncertain": row["time_uncertain"], "evidence": evidence,
+                "score": raw if row.get("hinted") else round(raw / (raw + 1.0), 4),
+            }
+            if truncated:
+                item["truncated"] = True
+            items.append(item)
+            total += size
+        return items, total, omitted

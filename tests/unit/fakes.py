@@ -1,0 +1,228 @@
+"""In-memory fakes of the service ports, and `build()`: the services composed on them with no server.
+
+The event store is the real `EventStore` (sealing mapper included) on eventsourcing's in-memory
+persistence; only the ports around it are fakes. Each fake mirrors its adapter's behaviour where a
+service depends on it (a destroyed key is never created again, destroy is idempotent, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from engram.adapters.blind_index import BlindIndex
+from engram.adapters.content_rules import ContentRules
+from engram.adapters.crypto import MasterKey
+from engram.domain.clock import FixedClock
+from engram.domain.directory import CompanyDirectory
+from engram.domain.memory import Memory
+from engram.domain.review import ContentPolicy
+from engram.domain.rollout import Rollout
+from engram.domain.settings import PersonSettings
+from engram.projections.governance import EMPTY_DIRECTORY, Standing
+from engram.projections.purge import ALWAYS, STOPPED_USING, PurgeTracker
+from engram.service.governance import GovernanceService
+from engram.service.ledger import EventStore, Ledger
+from engram.service.memories import MemoryService
+
+START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+# Both spellings: eventsourcing reads `ENGRAM_<NAME>` before `<NAME>`, and the former could come from os.environ.
+IN_MEMORY = {"PERSISTENCE_MODULE": "eventsourcing.popo", "ENGRAM_PERSISTENCE_MODULE": "eventsourcing.popo"}
+
+Log = list[tuple[str, ...]]
+
+
+class FakeKeys:
+    """The key store as a dict of key id -> 32 random bytes."""
+
+    def __init__(self, log: Log | None = None) -> None:
+        self.log: Log = log if log is not None else []
+        self.keys: dict[str, bytes] = {}
+        self.destroyed: dict[str, datetime] = {}
+        self.vacuums = 0
+
+    def create(self, key_id: Any, company: str) -> None:
+        # Like the real one: a destroyed key is never created again, an existing one is kept.
+        if str(key_id) not in self.destroyed:
+            self.keys.setdefault(str(key_id), os.urandom(32))
+
+    def get(self, key_id: Any) -> bytes | None:
+        return self.keys.get(str(key_id))
+
+    def get_many(self, key_ids: Iterable[Any]) -> dict[str, bytes]:
+        return {str(k): self.keys[str(k)] for k in key_ids if str(k) in self.keys}
+
+    @contextmanager
+    def prefetched(self, key_ids: Iterable[Any]) -> Iterator[None]:
+        yield
+
+    def unwrap_row(self, key_id: Any, wrapped: bytes | None) -> bytes | None:
+        return self.get(key_id)
+
+    def destroy(self, key_id: Any, company: str, at: datetime) -> datetime:
+        self.log.append(("key_destroyed", str(key_id)))
+        self.keys.pop(str(key_id), None)
+        return self.destroyed.setdefault(str(key_id), at)
+
+    def vacuum(self) -> None:
+        self.vacuums += 1
+
+
+class FakeTombstones:
+    """The tombstone journal as a list, writing to the log it shares with `FakeKeys`."""
+
+    def __init__(self, log: Log | None = None) -> None:
+        self.log: Log = log if log is not None else []
+        self.recorded: list[dict[str, Any]] = []
+
+    def record(self, tombstone: dict[str, Any]) -> None:
+        self.recorded.append(tombstone)
+        self.log.append(("tombstone", tombstone["kind"], tombstone["aggregate_id"]))
+
+
+class FakeStandings:
+    """The governance view: directories, revocations and pauses a test sets, or the settler applies."""
+
+    def __init__(self) -> None:
+        self.directories: dict[str, dict[str, Any]] = {}
+        self.revoked: dict[tuple[str, str], set[str]] = {}  # (company, person or "") -> source ids
+        self.pauses: dict[tuple[str, str], tuple[bool, bool]] = {}  # -> (learning_paused, use_paused)
+        self._owners: dict[UUID, tuple[str, ...]] = {}
+
+    def standing(self, company: str, person: str) -> Standing:
+        learning, use = self.pauses.get((company, person), (False, False))
+        return Standing(directory=self.directories.get(company, dict(EMPTY_DIRECTORY)),
+                        revoked_sources=frozenset(self.revoked.get((company, ""), set())
+                                                  | self.revoked.get((company, person), set())),
+                        learning_paused=learning, use_paused=use)
+
+    def set_directory(self, company: str, document: dict[str, Any]) -> None:
+        self.directories[company] = document
+
+    def revoke(self, company: str, source_id: str, person: str | None = None) -> None:
+        self.revoked.setdefault((company, person or ""), set()).add(source_id)
+
+    def pause(self, company: str, person: str, *, learning: bool = False, use: bool = False) -> None:
+        self.pauses[(company, person)] = (learning, use)
+
+    def apply(self, event: Any) -> None:
+        """What the governance projection does with each event."""
+        if isinstance(event, CompanyDirectory.Opened):
+            self._owners[event.originator_id] = (event.company,)
+            self.directories.setdefault(event.company, dict(EMPTY_DIRECTORY))
+        elif isinstance(event, CompanyDirectory.Replaced):
+            self.set_directory(self._owners[event.originator_id][0], event.document)
+        elif isinstance(event, CompanyDirectory.SourceRevoked):
+            self.revoke(self._owners[event.originator_id][0], event.source_id, event.person)
+        elif isinstance(event, PersonSettings.Opened):
+            self._owners[event.originator_id] = (event.company, event.person)
+        elif isinstance(event, PersonSettings.Changed):
+            company, person = self._owners[event.originator_id]
+            self.pause(company, person, learning=event.learning_paused, use=event.use_paused)
+
+
+class FakePurge:
+    """The purge tracker: a forget request opens with every copy pending; a test marks copies purged."""
+
+    def __init__(self, copies: tuple[str, ...] = ALWAYS) -> None:
+        self.copies = copies
+        self.requests: dict[str, dict[str, Any]] = {}
+        self.purged_copies: dict[str, set[str]] = {}
+        self._owners: dict[UUID, tuple[str, str]] = {}
+
+    def apply(self, event: Any) -> None:
+        """What the recall projection reports: it opens the request when it sees the Forgotten event."""
+        if isinstance(event, Memory.Created):
+            self._owners[event.originator_id] = (event.company, event.person)
+        elif isinstance(event, Memory.Forgotten):
+            company, person = self._owners[event.originator_id]
+            self.requests.setdefault(event.forget_id, {"forget_id": event.forget_id, "memory_id": event.originator_id,
+                                                       "company": company, "person": person,
+                                                       "requested_at": event.timestamp})
+
+    def purged(self, forget_id: str, *copies: str) -> None:
+        self.purged_copies.setdefault(forget_id, set()).update(copies or self.copies)
+
+    def report(self, forget_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        done = self.purged_copies.get(forget_id, set())
+        return self.requests.get(forget_id), [
+            {"copy": c, "state": "purged" if c in done else "pending", "evidence": "fake" if c in done else None,
+             "purged_at": None} for c in self.copies]
+
+    def status(self, forget_id: str | None) -> str:
+        if forget_id is None:
+            return STOPPED_USING
+        return PurgeTracker.status_of(self.report(forget_id)[1])
+
+
+class FakeSettler:
+    """Settles in the writer's thread, like the in-process runner: every read model sees each recording."""
+
+    defers = False
+
+    def __init__(self, *read_models: Any) -> None:
+        self.read_models = read_models
+        self.settled = 0
+
+    def settle_recordings(self, recordings: Sequence[Any]) -> None:
+        self.settled += 1
+        for recording in recordings:
+            for model in self.read_models:
+                model.apply(recording.domain_event)
+
+
+class FakeQueries:
+    """Only what the commands of `MemoryService` read from the views: the sweeper's due work."""
+
+    def __init__(self) -> None:
+        self.due: list[UUID] = []
+        self.closed: list[dict[str, Any]] = []
+
+    def due_candidates(self, now: datetime, limit: int) -> list[UUID]:
+        return self.due[:limit]
+
+    def closed_candidates_with_keys(self, limit: int) -> list[dict[str, Any]]:
+        return self.closed[:limit]
+
+
+@dataclass
+class World:
+    clock: FixedClock
+    keys: FakeKeys
+    tombstones: FakeTombstones
+    standings: FakeStandings
+    purge: FakePurge
+    settler: FakeSettler
+    queries: FakeQueries
+    store: EventStore
+    ledger: Ledger
+    memories: MemoryService
+    governance: GovernanceService
+    log: Log = field(default_factory=list)
+
+    def stored_events(self) -> list[Any]:
+        """Every stored event, in order, as the recorder holds them (sealed)."""
+        return list(self.store.recorder.select_notifications(start=1, limit=1_000_000))
+
+
+def build(*, mode: Rollout | None = None, policy: ContentPolicy | None = None, max_text_bytes: int = 8192,
+          candidate_ttl: timedelta = timedelta(days=30), at: datetime = START) -> World:
+    """Composed like `api/bootstrap.py`'s `Engram.open`, with fakes for every port and no database."""
+    log: Log = []
+    keys, tombstones = FakeKeys(log), FakeTombstones(log)
+    standings, purge, queries = FakeStandings(), FakePurge(), FakeQueries()
+    settler = FakeSettler(standings, purge)
+    clock = FixedClock(at)
+    master = MasterKey(os.urandom(32))
+    store = EventStore(dict(IN_MEMORY), master, keys=lambda _factory: keys)  # type: ignore[arg-type,return-value]
+    ledger = Ledger(store, settler, standings, modes=mode or Rollout(), clock=clock, tombstones=tombstones)
+    memories = MemoryService(ledger, queries, BlindIndex(master), purge,  # type: ignore[arg-type]
+                             policy=policy or ContentRules(), max_text_bytes=max_text_bytes,
+                             candidate_ttl=candidate_ttl)
+    return World(clock, keys, tombstones, standings, purge, settler, queries, store, ledger, memories,
+                 GovernanceService(ledger), log)
