@@ -21,6 +21,7 @@ from engram.adapters.crypto import MasterKey
 from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres, GuardedDatastore
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient
+from engram.adapters.migrations import migrate_database
 from engram.adapters.outage import Outage
 from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
 from engram.domain.clock import Clock
@@ -133,6 +134,7 @@ class Engram:
         fence = Fence(journal)
         # API replicas, relays and workers may start together: one of them creates the schema at a time.
         with schema_lock(database):
+            migrate_database(database.conninfo, lock_held=True)  # the tables events cannot rebuild
             timeouts = DatabaseTimeouts(statement=settings.db_statement_timeout,
                                         lock=math.ceil(settings.db_lock_timeout),
                                         idle_in_transaction=math.ceil(settings.db_idle_timeout),
@@ -156,8 +158,6 @@ class Engram:
                 sync_view = HindsightSyncView(datastore, "hindsight_sync")
                 sync_view.create_table()
                 projections["hindsight_sync"] = HindsightSyncProjection(sync_view)
-            InboxQueries(datastore).create_tables()
-            BudgetLedger(datastore).create_tables()
         runner = ProjectorRunner(
             app.recorder, safe_decoder(app.mapper.to_domain_event), list(projections.values()),
             poll_interval=settings.poll_interval, keys=app.keys,

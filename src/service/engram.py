@@ -70,7 +70,6 @@ class EngramApplication(Application):
     def construct_factory(self, env: Any) -> InfrastructureFactory:
         factory = super().construct_factory(env)
         self.keys = KeyStore(factory.datastore, self._master, self._fence)  # type: ignore[attr-defined]
-        self.keys.create_tables()
         return factory
 
     def construct_mapper(self) -> SealingMapper:
