@@ -2,6 +2,7 @@
 
 These are operational counters (a rate limiter), not a record of the business; the usage ledger
 beside them keeps model, attempts, tokens and accepted-proposal counts, never prompts or outputs.
+Their tables come from the numbered migrations (adapters/schema).
 """
 
 from __future__ import annotations
@@ -12,46 +13,6 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from eventsourcing.postgres import PostgresDatastore
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS engram_budget_days (
-    company text NOT NULL,
-    person text NOT NULL,  -- '' is the company's own row
-    day date NOT NULL,
-    tokens bigint NOT NULL DEFAULT 0,
-    calls int NOT NULL DEFAULT 0,
-    PRIMARY KEY (company, person, day)
-);
-CREATE TABLE IF NOT EXISTS engram_budget_reservations (
-    reservation_id uuid PRIMARY KEY,
-    company text NOT NULL,
-    person text NOT NULL,
-    day date NOT NULL,
-    tokens_reserved bigint NOT NULL,
-    tokens_charged bigint,
-    settled boolean NOT NULL DEFAULT false,
-    created_at timestamptz NOT NULL,
-    settled_at timestamptz
-);
-CREATE TABLE IF NOT EXISTS engram_usage_ledger (
-    entry_id uuid PRIMARY KEY,
-    company text NOT NULL,
-    person text NOT NULL,
-    day date NOT NULL,
-    extractor text NOT NULL,
-    model text NOT NULL,
-    attempts int NOT NULL,
-    tokens_reserved bigint NOT NULL,
-    prompt_tokens bigint,
-    completion_tokens bigint,
-    tokens_charged bigint NOT NULL,
-    proposals int NOT NULL,
-    accepted int NOT NULL,
-    outcome text NOT NULL,
-    at timestamptz NOT NULL
-);
-CREATE INDEX IF NOT EXISTS engram_usage_ledger_day ON engram_usage_ledger (company, day);
-"""
 
 EXHAUSTED = "budget_exhausted"
 PAUSED = "budget_paused"
@@ -80,10 +41,6 @@ class Refusal:
 class BudgetLedger:
     def __init__(self, datastore: PostgresDatastore) -> None:
         self.datastore = datastore
-
-    def create_tables(self) -> None:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(SCHEMA)
 
     def reserve(self, company: str, person: str, day: date, tokens: int, limits: Limits,
                 at: datetime) -> Reservation | Refusal:

@@ -23,6 +23,7 @@ from aiokafka.partitioner import murmur2
 from eventsourcing.persistence import Notification, Tracking
 
 from .keystore import prefetched
+from .migrations import migrate
 from .outage import BROKER_ERRORS, DATABASE_ERRORS, Outage, drop_broken_connections, pause
 
 log = logging.getLogger("engram.kafka")
@@ -31,15 +32,6 @@ EVENTS_TOPIC = "engram.events"
 TOMBSTONES_TOPIC = "engram.tombstones"
 WATERMARK = "engram-watermark"
 PROBE_TIMEOUT = 5.0  # seconds a liveness question to the broker may take
-
-RELAY_DDL = """
-CREATE TABLE IF NOT EXISTS engram_relay (
-    relay text PRIMARY KEY,
-    position bigint NOT NULL,
-    epoch int NOT NULL DEFAULT 1
-);
-"""
-
 
 def partition_for(aggregate_id: Any, partitions: int) -> int:
     """The partition of an aggregate's events; the API uses it to wait for its own writes."""
@@ -115,10 +107,11 @@ class Relay:
         self._expected: dict[int, int] = {}
         self._wake = threading.Event()
 
-    def create_tables(self) -> None:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(RELAY_DDL)
-            curs.execute("INSERT INTO engram_relay (relay, position) VALUES ('main', 0) ON CONFLICT DO NOTHING")
+    def ensure_schema(self) -> None:
+        """The relay's table and row come from the numbered migrations: apply any still pending (none
+        once the process that started this relay has opened Engram)."""
+        with self.datastore.long_running(), self.datastore.get_connection() as conn:
+            migrate(conn)
 
     def position(self) -> int:
         with self.datastore.get_connection() as conn:
@@ -165,7 +158,7 @@ class Relay:
     async def run(self, stop: threading.Event) -> None:
         """Publish until `stop`; database and broker outages are waited out, never fatal."""
         database, broker = Outage(log, "relay: database"), Outage(log, "relay: broker")
-        tables = False
+        schema = False
         listener: threading.Thread | None = None
         producer: AIOKafkaProducer | None = None
         checker: AIOKafkaConsumer | None = None
@@ -173,9 +166,9 @@ class Relay:
         while not stop.is_set():
             self.alive()
             try:
-                if not tables:
-                    await asyncio.to_thread(self.create_tables)
-                    tables = True
+                if not schema:
+                    await asyncio.to_thread(self.ensure_schema)
+                    schema = True
                 if listener is None:
                     listener = threading.Thread(target=self._listen, args=(stop,), daemon=True)
                     listener.start()

@@ -2,6 +2,7 @@
 
 Destroying a key row is what 'forget' means for every copy that only ever held
 ciphertext under it: events, views, the write-ahead log and backups of those.
+Its tables come from the numbered migrations (adapters/schema).
 """
 
 from __future__ import annotations
@@ -19,21 +20,6 @@ from .crypto import MasterKey, new_data_key
 
 log = logging.getLogger("engram.keys")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS engram_data_keys (
-    key_id uuid PRIMARY KEY,
-    company text NOT NULL,
-    wrapped bytea NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
-) WITH (fillfactor = 50);
-CREATE TABLE IF NOT EXISTS engram_destroyed_keys (
-    key_id uuid PRIMARY KEY,
-    company text NOT NULL,
-    destroyed_at timestamptz NOT NULL
-);
-"""
-
-
 class KeyStore:
     def __init__(self, datastore: PostgresDatastore, master: MasterKey, fence: Container[str] = frozenset()) -> None:
         self.datastore = datastore
@@ -50,10 +36,6 @@ class KeyStore:
             yield
         finally:
             self._batch.keys = None
-
-    def create_tables(self) -> None:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(SCHEMA)
 
     def create(self, key_id: Any, company: str) -> None:
         if str(key_id) in self.fence:

@@ -17,6 +17,7 @@ from engram.adapters.crypto import MasterKey
 from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient, SemanticIndex
+from engram.adapters.migrations import SCHEMA_LOCK, migrate_database
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
 from engram.domain.clock import Clock
@@ -45,11 +46,11 @@ PROJECTIONS = ("recall", "review", "governance", "inbox")
 @contextmanager
 def schema_lock(database: Database) -> Iterator[None]:
     with psycopg.connect(database.conninfo, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(727274)")
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         try:
             yield
         finally:
-            conn.execute("SELECT pg_advisory_unlock(727274)")
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
 
 
 def master_key(settings: Settings) -> MasterKey:
@@ -106,6 +107,7 @@ class Engram:
         copies = (*ALWAYS, HINDSIGHT) if settings.hindsight_url else ALWAYS
         # API replicas, relays and workers may start together: one of them creates the schema at a time.
         with schema_lock(database):
+            migrate_database(database.conninfo, lock_held=True)  # the tables events cannot rebuild
             timeouts = DatabaseTimeouts(statement=settings.db_statement_timeout,
                                         lock=math.ceil(settings.db_lock_timeout),
                                         idle_in_transaction=math.ceil(settings.db_idle_timeout),
@@ -114,7 +116,6 @@ class Engram:
             datastore = store.datastore
             index = BlindIndex(master)
             purge = PurgeTracker(datastore, copies)
-            purge.create_tables()
             views = {"recall": RecallView(datastore, "recall"), "review": ReviewView(datastore, "review"),
                      "governance": GovernanceView(datastore, "governance"), "inbox": InboxView(datastore, "inbox")}
             if settings.hindsight_url:
@@ -129,10 +130,8 @@ class Engram:
             }
             if settings.hindsight_url:
                 projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"])
-            inbox = InboxQueries(datastore)
-            inbox.create_tables()
-            budget = BudgetLedger(datastore)
-            budget.create_tables()
+        inbox = InboxQueries(datastore)
+        budget = BudgetLedger(datastore)
         runner = ProjectorRunner(
             store.recorder, safe_decoder(store.mapper.to_domain_event), list(projections.values()),
             poll_interval=settings.poll_interval, keys=store.keys,

@@ -1,4 +1,4 @@
-"""`engram`: serve, token, projections."""
+"""`engram`: serve, token, projections, migrate."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import argparse
 import logging
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
+
+from engram.adapters.database import Database, EmbeddedPostgres
+from engram.adapters.migrations import SchemaTooNew, database_status, migrate_database
 
 from .bootstrap import PROJECTIONS, Engram, master_key, token_secret
 from .identity import issue_token
@@ -137,6 +142,38 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def _database() -> Iterator[Database]:
+    """The database `engram serve` would use (ENGRAM_DATABASE_URL, or the embedded server), nothing else started."""
+    settings = _settings()
+    if settings.database_url:
+        yield Database.from_url(settings.database_url)
+        return
+    embedded = EmbeddedPostgres(settings.data_dir.resolve())
+    try:
+        yield embedded.start()
+    finally:
+        embedded.stop()
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    with _database() as database:
+        if args.status:
+            state = database_status(database.conninfo)
+            print(f"schema version {state.version} (this Engram knows up to {state.latest})")
+            for m in state.pending:
+                print(f"pending {m.label}")
+            if state.too_new:
+                raise SchemaTooNew(state.version, state.latest)
+            return 0
+        done = migrate_database(database.conninfo)
+        print(f"schema version before: {done.before}")
+        for m in done.applied:
+            print(f"applied {m.label}")
+        print(f"schema version after: {done.after}")
+    return 0
+
+
 def _quiet_kafka_client() -> None:
     # aiokafka logs an error per reconnect attempt; relay, workers and journal log one line per outage
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
@@ -235,6 +272,10 @@ def parser() -> argparse.ArgumentParser:
                                          ",hindsight_sync (when ENGRAM_HINDSIGHT_URL is set)")
     w.set_defaults(func=cmd_worker)
 
+    m = sub.add_parser("migrate", help="apply pending schema migrations (every start applies them too)")
+    m.add_argument("--status", action="store_true", help="print the schema version and pending migrations; change nothing")
+    m.set_defaults(func=cmd_migrate)
+
     pr = sub.add_parser("projections", help="inspect or rebuild read models")
     prs = pr.add_subparsers(dest="action", required=True)
     prs.add_parser("status")
@@ -256,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as e:  # a setting: name the variable, never echo its value
         print(f"engram: invalid configuration: {describe(e)}", file=sys.stderr)
         return 2
-    except ValueError as e:
+    except (ValueError, SchemaTooNew) as e:
         print(f"engram: {e}", file=sys.stderr)
         return 2
 

@@ -27,28 +27,6 @@ log = logging.getLogger("engram.projections")
 
 APPLICATION = "engram"
 
-PARTITION_TRACKING = """
-CREATE TABLE IF NOT EXISTS engram_partition_tracking (
-    projection text NOT NULL,
-    partition int NOT NULL,
-    notification_id bigint NOT NULL,
-    PRIMARY KEY (projection, partition)
-);
-"""
-
-
-QUARANTINE = """
-CREATE TABLE IF NOT EXISTS engram_quarantine (
-    projection text NOT NULL,
-    notification_id bigint NOT NULL,
-    originator_id uuid,
-    topic text NOT NULL,
-    error text NOT NULL,
-    at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (projection, notification_id)
-);
-"""
-
 # The database or its connection failed, not the event: retry the batch, never set the event aside.
 TRANSIENT: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, PoolTimeout)
 
@@ -95,9 +73,7 @@ class View(PostgresTrackingRecorder):
     def create_table(self) -> None:
         super().create_table()
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute(self.ddl)
-            curs.execute(PARTITION_TRACKING)
-            curs.execute(QUARANTINE)
+            curs.execute(self.ddl)  # engram_partition_tracking and engram_quarantine come from the migrations
             curs.execute(
                 f"INSERT INTO {self.tracking_table_name} (application_name, notification_id) "
                 "VALUES (%s, 0) ON CONFLICT DO NOTHING",

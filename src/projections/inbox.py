@@ -81,26 +81,12 @@ class InboxProjection(EngramProjection):
             curs.execute("UPDATE engram_inbox SET cleared = true WHERE receipt_uuid = %s", (e.originator_id,))
 
 
-LEASES = """
-CREATE TABLE IF NOT EXISTS engram_inbox_leases (
-    receipt_uuid uuid PRIMARY KEY,
-    lease_until timestamptz,
-    not_before timestamptz,
-    attempts int NOT NULL DEFAULT 0,
-    waiting_for text
-);
-"""
-
-
 class InboxQueries:
-    """Reads of the inbox, and the worker's leases (coordination, not business state)."""
+    """Reads of the inbox, and the worker's leases (coordination, not business state; a numbered
+    migration owns `engram_inbox_leases`, since events cannot rebuild it)."""
 
     def __init__(self, datastore: Any) -> None:
         self.datastore = datastore
-
-    def create_tables(self) -> None:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(LEASES)
 
     def capture_stopped(self, company: str, person: str, source_id: str | None) -> bool:
         if not source_id:

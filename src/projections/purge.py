@@ -6,6 +6,7 @@ the review queue always; Hindsight when it is configured). Whatever deletes a co
 its own transaction: the recall projection opens the request and reports the event store and its
 own view, the review projection reports its queue, the Hindsight syncer reports Hindsight once it has
 checked the document is gone. A forget is "purge_complete" only when every copy has reported.
+Its tables come from the numbered migrations (0003): Hindsight's reports cannot be rebuilt from events.
 """
 
 from __future__ import annotations
@@ -26,33 +27,12 @@ ALWAYS = (EVENT_STORE, RECALL_VIEW, REVIEW_QUEUE)
 STOPPED_USING = "stopped_using"
 PURGE_COMPLETE = "purge_complete"
 
-DDL = """
-CREATE TABLE IF NOT EXISTS engram_forgets (
-    forget_id text PRIMARY KEY,
-    memory_id uuid NOT NULL,
-    company text NOT NULL,
-    person text NOT NULL,
-    requested_at timestamptz NOT NULL
-);
-CREATE TABLE IF NOT EXISTS engram_purge_copies (
-    forget_id text NOT NULL,
-    copy text NOT NULL,
-    state text NOT NULL,
-    evidence text,
-    purged_at timestamptz,
-    PRIMARY KEY (forget_id, copy)
-);
-"""
 
 
 class PurgeTracker:
     def __init__(self, datastore: Any, copies: tuple[str, ...] = ALWAYS) -> None:
         self.datastore = datastore
         self.copies = copies
-
-    def create_tables(self) -> None:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(DDL)
 
     # -- reports, each in the reporter's own transaction ----------------------
 

@@ -42,9 +42,7 @@ class EventStore(Application):
         if self._make_keys is not None:
             self.keys: KeyStore = self._make_keys(factory)
         else:
-            store = KeyStore(factory.datastore, self._master, self._fence)  # type: ignore[attr-defined]
-            store.create_tables()
-            self.keys = store
+            self.keys = KeyStore(factory.datastore, self._master, self._fence)  # type: ignore[attr-defined]
         return factory
 
     def construct_mapper(self) -> SealingMapper:  # type: ignore[override]

@@ -21,6 +21,7 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"engram"}
     names = zipfile.ZipFile(wheel).namelist()
     assert "engram/domain/memory.py" in names and "engram/api/cli.py" in names
+    assert {"engram/adapters/schema/0001_baseline.sql", "engram/adapters/schema/0002_relay_row.sql"} <= set(names)
 
 
 def test_events_stored_under_the_old_module_names_still_load(engram, client) -> None:
