@@ -115,7 +115,7 @@ class Receipt(Aggregate):
             r.text = None
 
     @classmethod
-    def receive(cls, *, company: str, person: str, receipt_id: str, author: str, kind: str, text: str,
+    def receive(cls, *, company: str, person: str, receipt_id: str, author: str, kind: str, text: str | None,
                 occurred_at: datetime | None, source: dict[str, Any], visibility: str, team: str | None,
                 ignored_because: str | None, at: datetime) -> Receipt:
         check_instant(occurred_at, "occurred_at")
