@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 HINDSIGHT := .venv-hindsight/bin/hindsight-api
 
-.PHONY: install hindsight serve lint test test-unit test-integration test-e2e bench clean
+.PHONY: install hindsight serve lint typecheck test test-unit test-integration test-e2e bench clean
 
 $(BIN)/engram: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,13 @@ serve: install
 lint: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/lint-imports
+	$(MAKE) --no-print-directory typecheck
+
+# mypy reads src/ through a link named engram, as it cannot follow the editable install's import hook.
+typecheck: install
+	mkdir -p build/typecheck
+	ln -sfn ../../src build/typecheck/engram
+	$(BIN)/mypy -p engram
 
 test: install hindsight lint
 	$(BIN)/python -m pytest -q tests
@@ -46,4 +53,4 @@ bench: install
 	$(BIN)/python bench/recall.py
 
 clean:
-	rm -rf $(VENV) .venv-hindsight .engram
+	rm -rf $(VENV) .venv-hindsight .engram build .mypy_cache

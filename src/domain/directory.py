@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
@@ -84,6 +84,12 @@ def directory_id(company: str) -> UUID:
 
 class CompanyDirectory(Aggregate):
     """Per company: every directory replacement and source revocation, in order, for audit."""
+
+    # Set by the events' apply methods; for mypy only, as eventsourcing turns class annotations into __init__ parameters.
+    if TYPE_CHECKING:
+        company: str
+        document: dict[str, Any]
+        revoked: list[dict[str, str | None]]
 
     class Opened(Aggregate.Created):
         company: str

@@ -9,7 +9,7 @@ after a forget they replay as None.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID, uuid4
 
 from eventsourcing.domain import Aggregate
@@ -45,6 +45,21 @@ def check_valid_time(valid_from: datetime | None, valid_to: datetime | None) -> 
 
 
 class Memory(Aggregate):
+    # Set by the events' apply methods; for mypy only, as eventsourcing turns class annotations into __init__ parameters.
+    if TYPE_CHECKING:
+        company: str
+        person: str
+        visibility: str
+        team: str | None
+        source: dict[str, Any]
+        evidence: list[dict[str, Any]] | None  # None once forgotten: it replays without its key
+        status: str
+        review: str
+        expires_at: datetime | None
+        receipt: str | None
+        forget_id: str | None
+        revisions: list[dict[str, Any]]
+
     class Event(Aggregate.Event):
         personal_fields: ClassVar[tuple[str, ...]] = ()
         actor: str

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
@@ -27,6 +27,25 @@ def candidate_uuid(receipt: UUID, quote: str, text: str) -> UUID:
 
 
 class Receipt(Aggregate):
+    # Set by the events' apply methods; for mypy only, as eventsourcing turns class annotations into __init__ parameters.
+    if TYPE_CHECKING:
+        company: str
+        person: str
+        receipt_id: str
+        author: str
+        kind: str
+        text: str | None
+        occurred_at: datetime | None
+        source: dict[str, Any]
+        visibility: str
+        team: str | None
+        state: str
+        reason: str | None
+        candidate_ids: list[str]
+        proposals: list[dict[str, str]] | None
+        extractor: str | None
+        cleared: bool
+
     class Event(Aggregate.Event):
         personal_fields: ClassVar[tuple[str, ...]] = ()
 
@@ -96,7 +115,7 @@ class Receipt(Aggregate):
             r.text = None
 
     @classmethod
-    def receive(cls, *, company: str, person: str, receipt_id: str, author: str, kind: str, text: str,
+    def receive(cls, *, company: str, person: str, receipt_id: str, author: str, kind: str, text: str | None,
                 occurred_at: datetime | None, source: dict[str, Any], visibility: str, team: str | None,
                 ignored_because: str | None, at: datetime) -> Receipt:
         check_instant(occurred_at, "occurred_at")

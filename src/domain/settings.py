@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
@@ -13,6 +14,13 @@ def settings_id(company: str, person: str) -> UUID:
 
 
 class PersonSettings(Aggregate):
+    # Set by the events' apply methods; for mypy only, as eventsourcing turns class annotations into __init__ parameters.
+    if TYPE_CHECKING:
+        company: str
+        person: str
+        learning_paused: bool
+        use_paused: bool
+
     class Opened(Aggregate.Created):
         company: str
         person: str

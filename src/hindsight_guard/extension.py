@@ -24,7 +24,7 @@ from hindsight_api.extensions.operation_validator import (
 )
 from hindsight_api.extensions.tenant import AuthenticationError, Tenant, TenantContext, TenantExtension
 
-from .tokens import InvalidServiceToken, load_public_key, verify_until
+from .tokens import InvalidServiceToken, load_public_key, presented, verify_until
 
 
 class _Verifier:
@@ -38,7 +38,8 @@ class _Verifier:
         self._seen: dict[str, tuple[frozenset[str], float]] = {}
 
     def banks(self, token: str | None) -> frozenset[str]:
-        if token and token in self._seen:
+        token = presented(token)
+        if token in self._seen:
             banks, until = self._seen[token]
             if time.time() < until:
                 return banks
@@ -46,7 +47,7 @@ class _Verifier:
         banks, valid_until = verify_until(self.key, token)
         if len(self._seen) > 4096:
             self._seen.clear()
-        self._seen[token] = (banks, min(valid_until, time.time() + 30))  # type: ignore[index]
+        self._seen[token] = (banks, min(valid_until, time.time() + 30))
         return banks
 
 

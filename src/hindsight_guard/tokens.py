@@ -43,6 +43,13 @@ def sign(key: Ed25519PrivateKey, banks: list[str], *, ttl: float = 120.0, now: f
     return jwt.encode(claims, key, algorithm=ALGORITHM)
 
 
+def presented(token: str | None) -> str:
+    """The token a request carries; raises InvalidServiceToken when it carries none."""
+    if not token:
+        raise InvalidServiceToken("no service token")
+    return token
+
+
 def verify(key: Ed25519PublicKey, token: str | None, *, leeway: float = 5.0) -> frozenset[str]:
     """The banks a valid token names; raises InvalidServiceToken otherwise."""
     return verify_until(key, token, leeway=leeway)[0]
@@ -50,8 +57,7 @@ def verify(key: Ed25519PublicKey, token: str | None, *, leeway: float = 5.0) -> 
 
 def verify_until(key: Ed25519PublicKey, token: str | None, *, leeway: float = 5.0) -> tuple[frozenset[str], float]:
     """The banks a valid token names, and when it stops being valid."""
-    if not token:
-        raise InvalidServiceToken("no service token")
+    token = presented(token)
     try:
         claims = jwt.decode(token, key, algorithms=[ALGORITHM], audience=AUDIENCE, issuer=ISSUER, leeway=leeway,
                             options={"require": ["exp", "iat", "iss", "aud"]})
