@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -253,7 +253,7 @@ class Relay:
         if failed is not None:
             raise failed
         first_in_batch: dict[int, int] = {}
-        for md in acked:
+        for md in cast(list[Any], acked):  # no exception among them (raised above)
             first_in_batch[md.partition] = min(first_in_batch.get(md.partition, md.offset), md.offset)
         # Some brokers (tansu) report the end offset as the last batch's base + 1, so expect at least that.
         for partition, offset in first_in_batch.items():
@@ -398,7 +398,7 @@ class PartitionSettle:
                  poll: float = 0.005) -> None:
         self.datastore, self.projections, self.partitions = datastore, list(projections), partitions
         self.timeout, self.poll = timeout, poll
-        self._waiters: dict[int, tuple[dict[int, int], Callable[[], None]]] = {}
+        self._waiters: dict[int, tuple[dict[int, int], Callable[[], object]]] = {}
         self._next = 0
         self._cond = threading.Condition()
         self._watching = False
@@ -453,7 +453,7 @@ class PartitionSettle:
         finally:
             self._unwatch(key)
 
-    def _watch(self, wanted: dict[int, int], wake: Callable[[], None]) -> int:
+    def _watch(self, wanted: dict[int, int], wake: Callable[[], object]) -> int:
         with self._cond:
             self._next += 1
             self._waiters[self._next] = (wanted, wake)

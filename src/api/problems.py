@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -100,7 +100,7 @@ def install(app: FastAPI) -> None:
         return unavailable(exc.detail if isinstance(exc, DatabaseUnavailable) else DatabaseUnavailable.detail)
 
     for database_exception in UNAVAILABLE_ERRORS:
-        app.add_exception_handler(database_exception, database_error)
+        app.add_exception_handler(cast(type[Exception], database_exception), database_error)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:

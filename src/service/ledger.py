@@ -37,7 +37,7 @@ class EventStore(Application):
         self._make_keys = keys
         super().__init__(env)
 
-    def construct_factory(self, env: Any) -> InfrastructureFactory:  # type: ignore[type-arg]
+    def construct_factory(self, env: Any) -> InfrastructureFactory:
         factory = super().construct_factory(env)
         if self._make_keys is not None:
             self.keys: KeyStore = self._make_keys(factory)
@@ -45,7 +45,7 @@ class EventStore(Application):
             self.keys = KeyStore(factory.datastore, self._master, self._fence)  # type: ignore[attr-defined]
         return factory
 
-    def construct_mapper(self) -> SealingMapper:  # type: ignore[override]
+    def construct_mapper(self) -> SealingMapper:
         return SealingMapper(self.construct_transcoder(), self.keys)
 
     @property

@@ -32,7 +32,7 @@ class Operations:
 
     @property
     def availability(self) -> Availability:
-        return self.store.datastore.availability  # type: ignore[no-any-return]
+        return self.store.datastore.availability
 
     @property
     def decode(self) -> Callable[[Any], Any]:
