@@ -22,7 +22,7 @@ from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
 from engram.domain.clock import Clock
 from engram.domain.rollout import Rollout
-from engram.projections.base import EngramProjection, ProjectorRunner, safe_decoder
+from engram.projections.base import ProjectorRunner, ViewProjection, safe_decoder
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
@@ -32,7 +32,7 @@ from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
 from engram.service.governance import GovernanceService
 from engram.service.hindsight_sync import HindsightSyncer
-from engram.service.learning import LearningService, LearningSettings
+from engram.service.learning import LearningRules, LearningService
 from engram.service.ledger import EventStore, Ledger
 from engram.service.memories import MemoryService
 from engram.service.operations import Operations
@@ -71,7 +71,7 @@ class Engram:
     database: Database
     master: MasterKey
     store: EventStore
-    projections: dict[str, EngramProjection]
+    projections: dict[str, ViewProjection]
     runner: ProjectorRunner
     ledger: Ledger
     memories: MemoryService
@@ -122,7 +122,7 @@ class Engram:
                 views["hindsight_sync"] = HindsightSyncView(datastore, "hindsight_sync")
             for view in views.values():
                 view.create_table()
-            projections: dict[str, EngramProjection] = {
+            projections: dict[str, ViewProjection] = {
                 "recall": RecallProjection(views["recall"], store.keys, index, purge),
                 "review": ReviewProjection(views["review"], store.keys, purge),
                 "governance": GovernanceProjection(views["governance"]),
@@ -139,7 +139,7 @@ class Engram:
         distributed = bool(settings.kafka_bootstrap)
         settler: Settler = runner
         if distributed:
-            from engram.adapters.kafka import PartitionSettle
+            from engram.adapters.partition_settle import PartitionSettle
 
             settler = PartitionSettle(datastore, list(projections), settings.kafka_partitions,
                                       timeout=settings.visibility_timeout)
@@ -151,7 +151,7 @@ class Engram:
                                  candidate_ttl=timedelta(days=settings.candidate_ttl_days))
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
-        learning = LearningService(memories, inbox, budget, extractor, LearningSettings(limits=Limits(
+        learning = LearningService(memories, inbox, budget, extractor, LearningRules(limits=Limits(
             settings.daily_tokens, settings.daily_calls, settings.person_daily_tokens, settings.person_daily_calls)))
         syncer = semantic = None
         if settings.hindsight_url:

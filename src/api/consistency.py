@@ -22,7 +22,7 @@ from engram.service.ports import Settler
 from . import problems
 
 if TYPE_CHECKING:
-    from engram.adapters.kafka import PartitionSettle
+    from engram.adapters.partition_settle import PartitionSettle
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 

@@ -105,7 +105,7 @@ class View(PostgresTrackingRecorder):
         self.set_position(curs, 0)
 
 
-class EngramProjection(Projection[View]):
+class ViewProjection(Projection[View]):
     """Applies events to its view; subclasses implement `apply(curs, event, tracking)`."""
 
     view_class: type[View] = View
@@ -262,7 +262,7 @@ class ProjectorRunner:
         self,
         recorder: Any,
         decode: Callable[[Any], Any],
-        projections: Sequence[EngramProjection],
+        projections: Sequence[ViewProjection],
         poll_interval: float = 1.0,
         keys: Any = None,
     ) -> None:
@@ -275,10 +275,10 @@ class ProjectorRunner:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def catch_up(self, projection: EngramProjection, upto: int | None = None) -> int:
+    def catch_up(self, projection: ViewProjection, upto: int | None = None) -> int:
         return self.catch_up_many([projection], upto)
 
-    def catch_up_many(self, projections: Sequence[EngramProjection], upto: int | None = None) -> int:
+    def catch_up_many(self, projections: Sequence[ViewProjection], upto: int | None = None) -> int:
         """Read each pending event once, decode it once, and let every projection apply what it lacks."""
         ordered = sorted(projections, key=lambda p: p.name)  # one lock order: no deadlock
         for p in ordered:

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 from engram.domain.directory import CompanyDirectory
 from engram.domain.settings import PersonSettings
 
-from .base import EngramProjection, View
+from .base import View, ViewProjection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_directories (
@@ -46,7 +46,7 @@ class GovernanceView(View):
     tables = ("engram_directories", "engram_revocations", "engram_settings")
 
 
-class GovernanceProjection(EngramProjection):
+class GovernanceProjection(ViewProjection):
     name = "governance"
     view_class = GovernanceView
 

@@ -19,7 +19,7 @@ from engram.domain.memory import Memory
 from engram.domain.scope import Caller, Scope
 from engram.domain.visibility import may_use
 
-from .base import EngramProjection, View
+from .base import View, ViewProjection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_hindsight_sync (
@@ -57,7 +57,7 @@ class HindsightSyncView(View):
     tables = ("engram_hindsight_sync", "engram_hindsight_scopes", "engram_hindsight_directories")
 
 
-class HindsightSyncProjection(EngramProjection):
+class HindsightSyncProjection(ViewProjection):
     """Only the wish is projected; `service.hindsight_sync.HindsightSyncer` makes it so and records
     the outcome (attempts, backoff, purge evidence).
 

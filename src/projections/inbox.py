@@ -11,7 +11,7 @@ from psycopg import Cursor
 
 from engram.domain.receipt import IGNORED, QUEUED, Receipt
 
-from .base import EngramProjection, View
+from .base import View, ViewProjection
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_inbox (
@@ -45,7 +45,7 @@ class InboxView(View):
     tables = ("engram_inbox", "engram_capture_stops")
 
 
-class InboxProjection(EngramProjection):
+class InboxProjection(ViewProjection):
     name = "inbox"
     view_class = InboxView
 

@@ -17,7 +17,7 @@ from engram.adapters.keystore import KeyStore
 from engram.adapters.view_cipher import seal_for_view, unseal_from_view
 from engram.domain.memory import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, answer_periods
 
-from .base import EngramProjection, View
+from .base import View, ViewProjection
 from .purge import EVENT_STORE, RECALL_VIEW, PurgeTracker
 
 DDL = """
@@ -101,7 +101,7 @@ class RecallView(View):
     )
 
 
-class RecallProjection(EngramProjection):
+class RecallProjection(ViewProjection):
     name = "recall"
     view_class = RecallView
 

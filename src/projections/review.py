@@ -12,7 +12,7 @@ from engram.adapters.keystore import KeyStore
 from engram.adapters.view_cipher import seal_for_view
 from engram.domain.memory import Memory
 
-from .base import EngramProjection, View
+from .base import View, ViewProjection
 from .purge import REVIEW_QUEUE, PurgeTracker
 
 DDL = """
@@ -39,7 +39,7 @@ class ReviewView(View):
     tables = ("engram_candidates",)
 
 
-class ReviewProjection(EngramProjection):
+class ReviewProjection(ViewProjection):
     name = "review"
     view_class = ReviewView
 

@@ -27,7 +27,7 @@ log = logging.getLogger("engram.learning")
 
 
 @dataclass(frozen=True)
-class LearningSettings:
+class LearningRules:
     limits: Limits
     lease: timedelta = timedelta(seconds=120)
     max_attempts: int = 5
@@ -43,7 +43,7 @@ def next_utc_midnight(now: datetime) -> datetime:
 
 class LearningService:
     def __init__(self, memories: MemoryService, inbox: InboxQueries, budget: BudgetLedger,
-                 extractor: Extractor, settings: LearningSettings) -> None:
+                 extractor: Extractor, rules: LearningRules) -> None:
         self.memories = memories
         self.ledger: Ledger = memories.ledger
         self.keys = memories.keys
@@ -51,7 +51,7 @@ class LearningService:
         self.inbox = inbox
         self.budget = budget
         self.extractor = extractor
-        self.settings = settings
+        self.rules = rules
 
     # -- intake ----------------------------------------------------------------
 
@@ -127,7 +127,7 @@ class LearningService:
         """Claim and process up to `limit` receipts; returns how many reached an end state."""
         now = self.clock.now()
         done = 0
-        for rid in self.inbox.claim(now, now + self.settings.lease, limit):
+        for rid in self.inbox.claim(now, now + self.rules.lease, limit):
             try:
                 if self.process(rid):
                     done += 1
@@ -139,8 +139,8 @@ class LearningService:
     def _retry_or_fail(self, rid: UUID, now: datetime) -> None:
         """A receipt that keeps failing ends as failed (and so has its payload cleared), never loops."""
         attempts = self.inbox.attempts(rid) + 1
-        if attempts < self.settings.max_attempts:
-            self.inbox.defer(rid, now + self.settings.retry_after * attempts, why="error", count_attempt=True)
+        if attempts < self.rules.max_attempts:
+            self.inbox.defer(rid, now + self.rules.retry_after * attempts, why="error", count_attempt=True)
             return
         receipt = self._get(rid)
         if receipt is not None and receipt.state == QUEUED:
@@ -182,7 +182,7 @@ class LearningService:
         text = receipt.text or ""
         estimate = self.extractor.estimate_tokens(text)
         day = now.astimezone(UTC).date()
-        reservation = self.budget.reserve(receipt.company, receipt.person, day, estimate, self.settings.limits, now)
+        reservation = self.budget.reserve(receipt.company, receipt.person, day, estimate, self.rules.limits, now)
         if isinstance(reservation, Refusal):
             if reservation.reason == TOO_LARGE:
                 self._end(receipt, lambda: receipt.fail(TOO_LARGE, now))
@@ -190,7 +190,7 @@ class LearningService:
                 self.inbox.defer(receipt.id, next_utc_midnight(now), why=EXHAUSTED, count_attempt=False)
             else:
                 assert reservation.reason == PAUSED
-                self.inbox.defer(receipt.id, now + self.settings.paused_retry, why=PAUSED, count_attempt=False)
+                self.inbox.defer(receipt.id, now + self.rules.paused_retry, why=PAUSED, count_attempt=False)
             return False
         attempts = self.inbox.attempts(receipt.id) + 1
         try:
@@ -198,10 +198,10 @@ class LearningService:
         except ExtractorError as e:
             self.budget.settle(reservation.reservation_id, None, self.clock.now())  # keep the conservative charge
             self._ledger(receipt, day, attempts, reservation.tokens, None, None, reservation.tokens, 0, 0, "error")
-            if attempts >= self.settings.max_attempts:
+            if attempts >= self.rules.max_attempts:
                 self._end(receipt, lambda: receipt.fail("extractor_failed", now))
             else:
-                self.inbox.defer(receipt.id, now + self.settings.retry_after * attempts, why=str(e)[:80],
+                self.inbox.defer(receipt.id, now + self.rules.retry_after * attempts, why=str(e)[:80],
                                  count_attempt=True)
             return False
         charged = self.budget.settle(reservation.reservation_id, extraction.usage.total, self.clock.now())
@@ -246,7 +246,7 @@ class LearningService:
     def clear_processed_payloads(self, limit: int = 500) -> int:
         now = self.clock.now()
         cleared = 0
-        for rid in self.inbox.due_for_clearing(now - self.settings.payload_retention, limit):
+        for rid in self.inbox.due_for_clearing(now - self.rules.payload_retention, limit):
             if self.memories.clear_receipt_payload(rid, "retention"):
                 cleared += 1
         return cleared

@@ -10,7 +10,7 @@ from engram.adapters.availability import Availability
 from engram.adapters.tombstones import Fence
 from engram.domain.access import Access
 from engram.domain.scope import Caller
-from engram.projections.base import EngramProjection, safe_decoder
+from engram.projections.base import ViewProjection, safe_decoder
 
 from .hindsight_sync import HindsightSyncer
 from .learning import LearningService
@@ -20,7 +20,7 @@ from .settings import Settings
 
 
 class Operations:
-    def __init__(self, ledger: Ledger, projections: Mapping[str, EngramProjection], learning: LearningService,
+    def __init__(self, ledger: Ledger, projections: Mapping[str, ViewProjection], learning: LearningService,
                  fence: Fence, settings: Settings, syncer: HindsightSyncer | None = None) -> None:
         self.ledger = ledger
         self.store = ledger.store
