@@ -1,5 +1,5 @@
 """What every request passes before a route: the body limit (pure ASGI) and the route class that
-refuses non-JSON bodies."""
+refuses non-JSON bodies and answers with exactly the keys the service returned."""
 
 from __future__ import annotations
 
@@ -91,9 +91,20 @@ def _is_json(content_type: str) -> bool:
 
 
 class JsonRoute(APIRoute):
-    """A route that reads a JSON body answers 415 to a non-empty body declared as anything else,
+    """Every route of the API.
+
+    In: a route that reads a JSON body answers 415 to a non-empty body declared as anything else,
     before authentication (the body is within the limit already). A body sent without any
-    Content-Type is read as JSON: see tests/integration/test_http_edge.py for why."""
+    Content-Type is read as JSON: see tests/integration/test_http_edge.py for why.
+
+    Out: the answer is validated by the route's response model and carries exactly the keys the
+    service returned (`response_model_exclude_unset`): a key the service leaves out stays out and a
+    null it returns stays null, whatever defaults the model declares.
+    """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        kwargs["response_model_exclude_unset"] = True
+        super().__init__(path, endpoint, **kwargs)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()

@@ -128,7 +128,7 @@ class DirectoryIn(BaseModel):
     bots: dict[Id, BotIn] = Field(default_factory=dict)
 
 
-class SettingsIn(BaseModel):
+class PersonSettingsIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     learning_paused: StrictBool
     use_paused: StrictBool
