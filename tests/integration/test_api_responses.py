@@ -84,16 +84,16 @@ class Answers:
 
         monkeypatch.setattr(fastapi.routing, "serialize_response", serialize_response)
 
-        from engram.api import http
+        from engram.api.routes import memories
 
-        answer = http.answer
+        answer = memories.answer
 
         def answer_other_status(model: Any, document: dict[str, Any], status_code: int) -> Any:
             response = answer(model, document, status_code)
             self.written.append((to_json(document), bytes(response.body)))
             return response
 
-        monkeypatch.setattr(http, "answer", answer_other_status)
+        monkeypatch.setattr(memories, "answer", answer_other_status)
 
 
 def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.MonkeyPatch) -> None:
