@@ -52,14 +52,17 @@ class Problem(BaseModel):
     errors: list[FieldError] | None = Field(default=None, description="for validation errors: field and message")
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def allowed_methods(request: Request) -> list[str]:
-    """The methods the routes matching this request's path accept (the body of an `Allow` header)."""
-    methods: set[str] = set()
-    for route in request.app.router.routes:
-        route_methods = getattr(route, "methods", None)
-        if route_methods and route.matches(request.scope)[0] != Match.NONE:
-            methods |= set(route_methods)
-    return sorted(methods)
+    """The methods some route accepts on this request's path (the body of an `Allow` header).
+
+    Asked of the router as a request with each method would be, so routes included from routers
+    count like the app's own."""
+    routes = request.app.router.routes
+    return [method for method in _METHODS
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)]
 
 
 def _field(loc: tuple[Any, ...]) -> str:

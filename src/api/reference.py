@@ -1,13 +1,10 @@
-"""The API's reference: response models for /openapi.json, its problem responses and security
-scheme, and /docs, an interactive page whose assets are served here (no other host is contacted).
-
-The response models only document: routes keep returning the service's plain dicts, so a field
-added by the service appears in answers before it appears here (every model allows extra fields).
+"""The API's reference: /openapi.json (the routes' response models, completed with the problem
+responses every kind of operation has and the bearer scheme), and /docs, an interactive page whose
+assets are served here (no other host is contacted). The response models live in `models.py`.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from importlib import resources
 from typing import Any
 
@@ -16,7 +13,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from .problems import Problem, problem
 
@@ -28,181 +25,8 @@ BEARER = HTTPBearer(scheme_name="bearer", bearerFormat="JWT", auto_error=False,
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 
-# -- response models (documentation) -------------------------------------------------------------
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class SourceOut(_Out):
-    kind: str
-    id: str
-    message_id: str | None = None
-
-
-class EvidenceOut(_Out):
-    quote: str = Field(description="an exact substring of the person's message (or the corrected text)")
-    source: SourceOut
-    occurred_at: datetime | None = None
-
-
-class MemoryOut(_Out):
-    id: str
-    text: str | None = Field(description="exactly as given; null once forgotten")
-    status: str = Field(description="confirmed, forgotten, pending_review, rejected or expired")
-    revision: int
-    visibility: str = Field(description="general or restricted")
-    team: str | None = None
-    source: SourceOut
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    time_uncertain: bool = False
-    evidence: list[EvidenceOut] = []
-    created_at: datetime
-    updated_at: datetime
-    visible: bool | None = Field(default=None, description="false when stored but not yet visible (with 202)")
-
-
-class CandidateOut(_Out):
-    id: str
-    text: str | None
-    status: str = Field(description="pending_review")
-    review: str = Field(description="normal or sensitive")
-    visibility: str
-    team: str | None = None
-    source: SourceOut
-    evidence: list[EvidenceOut] = []
-    proposed_at: datetime
-    expires_at: datetime | None = None
-
-
-class MemoryList(_Out):
-    items: list[MemoryOut]
-    next_cursor: str | None = None
-
-
-class CandidateList(_Out):
-    items: list[CandidateOut]
-
-
-class HistoryEvent(_Out):
-    type: str
-    at: datetime
-    actor: str | None = None
-    revision: int
-    text: str | None = Field(description="null for events without text, and for every event once forgotten")
-
-
-class History(_Out):
-    events: list[HistoryEvent]
-
-
-class RecallItem(_Out):
-    id: str
-    kind: str = Field(description="memory or insight")
-    text: str
-    revision: int
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    time_uncertain: bool = False
-    evidence: list[EvidenceOut] = []
-    score: float
-    truncated: bool | None = None
-
-
-class RecallOut(_Out):
-    items: list[RecallItem]
-    degraded: bool
-    bytes: int = Field(ge=0)
-    omitted: int | None = None
-    paused: bool | None = None
-
-
-class ForgetAccepted(_Out):
-    forget_id: str
-    status: str = Field(description="stopped_using or purge_complete")
-
-
-class ForgetCopy(_Out):
-    copy_: str = Field(alias="copy")
-    state: str = Field(description="pending or purged")
-    evidence: Any = None
-    purged_at: datetime | str | None = None
-
-
-class ForgetStatus(_Out):
-    forget_id: str
-    status: str = Field(description="stopped_using or purge_complete")
-    copies: list[ForgetCopy]
-
-
-class Rejected(_Out):
-    id: str
-    status: str
-
-
-class ReceiptState(_Out):
-    receipt_id: str
-    state: str = Field(description="queued, done, ignored or failed")
-    reason: str | None = None
-    attempts: int | None = None
-    last_error: str | None = None
-    candidate_ids: list[str] | None = None
-
-
-class Revocation(_Out):
-    source_id: str
-    scope: str = Field(description="person or company")
-    status: str
-
-
-class SettingsOut(_Out):
-    learning_paused: bool
-    use_paused: bool
-
-
-class TeamOut(_Out):
-    members: list[str]
-
-
-class DirectorySourceOut(_Out):
-    team: str
-    members: list[str]
-
-
-class BotOut(_Out):
-    teams: list[str]
-    sources: list[str]
-
-
-class DirectoryOut(_Out):
-    teams: dict[str, TeamOut]
-    sources: dict[str, DirectorySourceOut]
-    bots: dict[str, BotOut]
-
-
-class AdminStatus(_Out):
-    company: str
-    dependencies: dict[str, Any]
-    backlogs: dict[str, Any]
-    budget_today: dict[str, Any]
-
-
-class ExportedMemory(MemoryOut):
-    history: list[HistoryEvent] = []
-
-
-class ExportOut(_Out):
-    exported_at: datetime
-    company: str
-    person: str
-    memories: list[ExportedMemory]
-
-
-class Health(_Out):
-    status: str
-
+# A write whose effect the readers have not seen within the visibility timeout (consistency.py).
+STORED_NOT_VISIBLE = "Stored, not yet visible to every reader: the same document with `visible: false`"
 
 # -- problem responses --------------------------------------------------------------------------
 
@@ -227,8 +51,9 @@ def problem_response(status: int) -> dict[str, Any]:
 
 def answers(ok: dict[int, type[BaseModel] | tuple[type[BaseModel], str]] | None = None,
             *problems: int) -> dict[int | str, dict[str, Any]]:
-    """`responses=` for a route: its success models (status -> model or (model, description)) and the
-    problems particular to it; those every operation of a kind has are added by `install`."""
+    """`responses=` for a route: its success models besides its own `response_model` (status -> model
+    or (model, description)) and the problems particular to it; those every operation of a kind has
+    are added by `install`."""
     out: dict[int | str, dict[str, Any]] = {}
     for status, spec in (ok or {}).items():
         model, description = spec if isinstance(spec, tuple) else (spec, "")

@@ -1,0 +1,116 @@
+"""What a route gets besides its input: the caller, from the bearer token, and the services, from the
+composition root the app keeps on `app.state`.
+
+This is the only module of the HTTP API that knows the composition root's attributes: one function
+per service below. Routes name what they need with the `Annotated` aliases.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Request, Security
+
+from engram.adapters.availability import Availability
+from engram.domain.access import Access
+from engram.domain.scope import Caller
+from engram.service.governance import GovernanceService
+from engram.service.learning import LearningService
+from engram.service.ledger import Ledger
+from engram.service.memories import MemoryService
+from engram.service.operations import Operations as OperationsService
+from engram.service.recall import RecallService
+from engram.service.settings import Settings
+
+from .bootstrap import Engram as CompositionRoot  # the root's one name in the HTTP API
+from .identity import caller_from_token
+from .reference import BEARER
+
+
+def install(app: FastAPI, root: CompositionRoot, token_secret: str) -> None:
+    """Keep the composition root and the token secret where the dependencies below find them."""
+    app.state.composition_root = root
+    app.state.token_secret = token_secret
+
+
+# -- the services: the composition root's attributes are read here and nowhere else in the HTTP API --
+
+
+def ledger_of(root: CompositionRoot) -> Ledger:
+    return root.ledger
+
+
+def _root(request: Request) -> CompositionRoot:
+    return request.app.state.composition_root
+
+
+# async: a dependency that only reads an attribute needs no worker thread (readiness answers without one)
+async def memory_service(request: Request) -> MemoryService:
+    return _root(request).memories
+
+
+async def recall_service(request: Request) -> RecallService:
+    return _root(request).recall
+
+
+async def ledger(request: Request) -> Ledger:
+    return ledger_of(_root(request))
+
+
+async def governance_service(request: Request) -> GovernanceService:
+    return _root(request).governance
+
+
+async def learning_service(request: Request) -> LearningService:
+    return _root(request).learning
+
+
+async def operations_service(request: Request) -> OperationsService:
+    return _root(request).operations
+
+
+async def database_availability(request: Request) -> Availability:
+    return _root(request).operations.availability
+
+
+async def deployment_settings(request: Request) -> Settings:
+    return _root(request).settings
+
+
+Memories = Annotated[MemoryService, Depends(memory_service)]
+Recall = Annotated[RecallService, Depends(recall_service)]
+Writes = Annotated[Ledger, Depends(ledger)]
+Governance = Annotated[GovernanceService, Depends(governance_service)]
+Learning = Annotated[LearningService, Depends(learning_service)]
+Operations = Annotated[OperationsService, Depends(operations_service)]
+DatabaseAvailability = Annotated[Availability, Depends(database_availability)]
+Deployment = Annotated[Settings, Depends(deployment_settings)]
+
+
+# -- the caller ------------------------------------------------------------------------------------
+
+
+def any_caller(request: Request, _scheme: Annotated[Any, Security(BEARER)], deployment: Deployment) -> Caller:
+    """Whoever the token names, in every rollout mode; 401 without a valid token."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return caller_from_token(request.app.state.token_secret, token.strip() if scheme.lower() == "bearer" else None,
+                             max_lifetime=timedelta(days=deployment.max_token_days))
+
+
+Anyone = Annotated[Caller, Depends(any_caller)]  # recall and admin work in every rollout mode
+
+
+def admitted_caller(who: Anyone, writes: Writes) -> Caller:
+    """The caller, refused while the company's rollout mode is off."""
+    writes.admit(who)
+    return who
+
+
+def admin_caller(who: Anyone) -> Caller:
+    Access(who).require_admin()
+    return who
+
+
+Who = Annotated[Caller, Depends(admitted_caller)]
+Admin = Annotated[Caller, Depends(admin_caller)]

@@ -1,0 +1,253 @@
+"""Response models: what each JSON answer holds, for /openapi.json and for validating every answer.
+
+Each model lists its fields in the order the service builds the document. Routes answer with
+exactly the keys the service returned
+(`middleware.JsonRoute`): a field that is always there is required here, a field the service
+sometimes leaves out has a default and stays out when left out, and a key the service adds that no
+model declares is not answered (declare it here first).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi.responses import Response
+from pydantic import BaseModel, Field, PlainValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+
+def _timestamp(value: Any) -> datetime | str:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise PydanticCustomError("timestamp", "not an RFC 3339 time") from None
+        return value
+    raise PydanticCustomError("timestamp", "not a time")
+
+
+# A time as the service holds it: a datetime is written as pydantic writes one (`Z` for UTC, as answers
+# without a model were written too), a time the service already wrote as text (recall, documents
+# unsealed from a view) is answered unchanged.
+Timestamp = Annotated[datetime | str, PlainValidator(_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]
+
+NOT_VISIBLE = "false when stored but not yet visible to every reader (then with status 202); absent otherwise"
+
+
+class SourceOut(BaseModel):
+    kind: str
+    id: str
+    message_id: str | None
+
+
+class EvidenceOut(BaseModel):
+    quote: str = Field(description="an exact substring of the person's message (or the corrected text)")
+    source: SourceOut
+    occurred_at: Timestamp | None
+
+
+class _MemoryFields(BaseModel):
+    id: str
+    text: str | None = Field(description="exactly as given; null once forgotten")
+    status: str = Field(description="confirmed, forgotten, pending_review, rejected or expired")
+    revision: int
+    visibility: str = Field(description="general or restricted")
+    team: str | None
+    source: SourceOut
+    valid_from: Timestamp | None
+    valid_to: Timestamp | None
+    time_uncertain: bool
+    evidence: list[EvidenceOut]
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class MemoryOut(_MemoryFields):
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+
+
+class CandidateOut(BaseModel):
+    id: str
+    text: str | None
+    status: str = Field(description="pending_review")
+    review: str = Field(description="normal or sensitive")
+    visibility: str
+    team: str | None
+    source: SourceOut
+    evidence: list[EvidenceOut]
+    proposed_at: Timestamp
+    expires_at: Timestamp | None
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+
+
+class MemoryList(BaseModel):
+    items: list[MemoryOut]
+    next_cursor: str | None
+
+
+class CandidateList(BaseModel):
+    items: list[CandidateOut]
+
+
+class HistoryEvent(BaseModel):
+    type: str
+    at: Timestamp
+    actor: str
+    revision: int
+    text: str | None = Field(description="null for events without text, and for every event once forgotten")
+    # corrections only
+    reason: str | None = None
+    mode: str | None = Field(default=None, description="a correction: supersede or replace")
+    valid_from: Timestamp | None = None
+    valid_to: Timestamp | None = None
+
+
+class History(BaseModel):
+    events: list[HistoryEvent]
+
+
+class RecallItem(BaseModel):
+    id: str
+    kind: str = Field(description="memory or insight")
+    text: str
+    revision: int
+    valid_from: Timestamp | None
+    valid_to: Timestamp | None
+    time_uncertain: bool
+    evidence: list[EvidenceOut]
+    score: float
+    truncated: bool | None = Field(default=None, description="true when the text was cut to fit max_bytes; absent otherwise")
+
+
+class RecallOut(BaseModel):
+    items: list[RecallItem]
+    degraded: bool
+    bytes: int = Field(ge=0)
+    omitted: int = Field(ge=0, description="items left out entirely because max_bytes was spent")
+    mode: str | None = Field(default=None, description="off or shadow: the company's rollout mode, when it "
+                                                       "answers this caller nothing; absent otherwise")
+    paused: bool | None = Field(default=None, description="true while the person paused use; absent otherwise")
+
+
+class ForgetAccepted(BaseModel):
+    forget_id: str
+    status: str = Field(description="stopped_using or purge_complete")
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+
+
+class ForgetCopy(BaseModel):
+    copy_: str = Field(alias="copy")
+    state: str = Field(description="pending or purged")
+    evidence: str | None
+    purged_at: Timestamp | None
+
+
+class ForgetStatus(BaseModel):
+    forget_id: str
+    memory_id: str
+    status: str = Field(description="stopped_using or purge_complete")
+    copies: list[ForgetCopy]
+
+
+class Rejected(BaseModel):
+    id: str
+    status: str
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+
+
+class ReceiptState(BaseModel):
+    receipt_id: str
+    state: str = Field(description="queued, done, ignored or failed")
+    reason: str | None = Field(default=None, description="why it is ignored or failed")
+    attempts: int | None = None
+    last_error: str | None = None
+    candidate_ids: list[str] | None = Field(default=None, description="the candidates learned from it, once any")
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+
+
+class Revocation(BaseModel):
+    source_id: str
+    scope: str = Field(description="person or company")
+    status: str
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+
+
+class PersonSettingsOut(BaseModel):
+    learning_paused: bool
+    use_paused: bool
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+
+
+class TeamOut(BaseModel):
+    members: list[str]
+
+
+class DirectorySourceOut(BaseModel):
+    team: str
+    members: list[str]
+
+
+class BotOut(BaseModel):
+    teams: list[str]
+    sources: list[str]
+
+
+class DirectoryOut(BaseModel):
+    teams: dict[str, TeamOut]
+    sources: dict[str, DirectorySourceOut]
+    bots: dict[str, BotOut]
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+
+
+class Dependencies(BaseModel):
+    database: str
+    kafka: str
+    llm: str
+    hindsight: str
+
+
+class Backlogs(BaseModel):
+    inbox: dict[str, int] = Field(description="the company's receipts by state")
+    projector_lag: int
+    hindsight_sync: dict[str, int] | None = Field(description="by state; null without Hindsight")
+
+
+class BudgetToday(BaseModel):
+    tokens: int
+    calls: int
+    token_limit: int
+    call_limit: int
+
+
+class AdminStatus(BaseModel):
+    company: str
+    mode: str = Field(description="the company's rollout mode: off, shadow or enabled")
+    dependencies: Dependencies
+    quarantined_events: dict[str, int] = Field(description="per projection: events set aside")
+    backlogs: Backlogs
+    budget_today: BudgetToday
+
+
+class ExportedMemory(_MemoryFields):
+    history: list[HistoryEvent]
+
+
+class ExportOut(BaseModel):
+    exported_at: Timestamp
+    company: str
+    person: str
+    memories: list[ExportedMemory]
+
+
+class Health(BaseModel):
+    status: str = Field(description="ok (the process runs) or ready (the database answers)")
+
+
+def answer(model: type[BaseModel], document: dict[str, Any], status_code: int) -> Response:
+    """A document answered with another status than its route's own, validated and written as the
+    route's own answers are (only the keys the service returned)."""
+    body = model.model_validate(document).model_dump_json(by_alias=True, exclude_unset=True)
+    return Response(body, status_code=status_code, media_type="application/json")

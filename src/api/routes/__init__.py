@@ -1,0 +1,10 @@
+"""The API's routes, one router per resource, in the order /openapi.json lists them."""
+
+from fastapi import APIRouter
+
+from . import candidates, forgets, governance, health, memories, operations, recall, receipts
+
+ROUTERS: tuple[APIRouter, ...] = (
+    health.router, memories.router, forgets.router, candidates.router, recall.router, receipts.router,
+    operations.router, governance.router,
+)

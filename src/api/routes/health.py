@@ -1,0 +1,32 @@
+"""Probes. Liveness never touches the database (async: not even a worker thread), so an outage
+cannot fail it; readiness asks the database."""
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
+
+from .. import problems
+from ..dependencies import DatabaseAvailability
+from ..middleware import JsonRoute
+from ..models import Health
+from ..reference import answers
+
+router = APIRouter(route_class=JsonRoute, tags=["health"])
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/livez", response_model=Health)
+async def livez() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=Health, responses=answers(None, 503))
+async def readyz(availability: DatabaseAvailability) -> Any:
+    if availability.up and await run_in_threadpool(availability.ready):
+        return {"status": "ready"}
+    return problems.unavailable()

@@ -1,0 +1,194 @@
+"""Every JSON answer has a response model, and the model changes nothing of what the service returns.
+
+The OpenAPI document must give each JSON operation's 2xx answer a model with fields (a route added
+without `response_model` declares an empty schema and fails here). And a walk through every JSON
+route, variants included (a sensitive memory, a superseding and a replacing correction, a truncated,
+a paused and an off-mode recall, an ignored receipt, a purge status), checks each answer against the
+service's document as it was written without a model (pydantic's JSON of the plain document): no key
+added, none dropped, no null turned into an absent key or back, every value and time written as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import fastapi.routing
+import pytest
+from fastapi.testclient import TestClient
+from pydantic_core import to_json
+
+from helpers import SECRET, auth, put_directory, remember_body
+
+JSON = "application/json"
+
+
+def _component(doc: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref", "")
+    return doc["components"]["schemas"][ref.rsplit("/", 1)[-1]] if ref else schema
+
+
+def test_every_json_operation_declares_a_response_model(client) -> None:
+    doc = client.get("/openapi.json").json()
+    operations = [(f"{method.upper()} {path}", op) for path, ops in doc["paths"].items() for method, op in ops.items()]
+    assert len(operations) >= 20
+    for where, op in operations:
+        successes = {code: r for code, r in op["responses"].items() if code.startswith("2")}
+        assert successes, where
+        for code, response in successes.items():
+            content = response.get("content", {})
+            assert content, f"{where} {code} declares no body"
+            if JSON not in content:  # not a JSON route (metrics: Prometheus text)
+                continue
+            model = _component(doc, content[JSON].get("schema", {}))
+            assert model.get("properties"), f"{where} {code}: no response model (declare response_model=)"
+            assert model.get("required"), f"{where} {code}: a model whose every field may be absent"
+
+
+# -- the same bytes as before response models -----------------------------------------------------
+
+
+@pytest.fixture
+def settings(settings: Any) -> Any:
+    return settings.replace(company_allowlist=frozenset({"acme"}))  # every other company is off
+
+
+def _same(before: Any, after: Any, where: str = "") -> None:
+    """Equal JSON, types included (1 is not 1.0); the order of an object's keys aside."""
+    assert type(after) is type(before), f"{where}: {before!r} became {after!r}"
+    if isinstance(before, dict):
+        assert after.keys() == before.keys(), f"{where}: keys {list(before)} became {list(after)}"
+        for key in before:
+            _same(before[key], after[key], f"{where}.{key}")
+    elif isinstance(before, list):
+        assert len(after) == len(before), f"{where}: {len(before)} items became {len(after)}"
+        for i, (b, a) in enumerate(zip(before, after, strict=True)):
+            _same(b, a, f"{where}[{i}]")
+    else:
+        assert after == before, f"{where}: {before!r} became {after!r}"
+
+
+class Answers:
+    """Every answer written through a response model, beside the service's plain document."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.written: list[tuple[bytes, bytes]] = []
+        serialize = fastapi.routing.serialize_response
+
+        async def serialize_response(**kwargs: Any) -> Any:
+            out = await serialize(**kwargs)
+            if kwargs.get("field") is not None:
+                assert isinstance(out, bytes)  # FastAPI wrote the model's JSON itself
+                self.written.append((to_json(kwargs["response_content"]), out))
+            return out
+
+        monkeypatch.setattr(fastapi.routing, "serialize_response", serialize_response)
+
+        from engram.api.routes import memories
+
+        answer = memories.answer
+
+        def answer_other_status(model: Any, document: dict[str, Any], status_code: int) -> Any:
+            response = answer(model, document, status_code)
+            self.written.append((to_json(document), bytes(response.body)))
+            return response
+
+        monkeypatch.setattr(memories, "answer", answer_other_status)
+
+
+def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram.api.http import create_app
+
+    answers = Answers(monkeypatch)
+    visited: set[str] = set()
+    json_answers = 0
+    alice, admin = auth(), auth(user="root", role="admin")
+
+    with TestClient(create_app(engram, SECRET), raise_server_exceptions=True) as client:
+
+        def call(method: str, template: str, status: int, headers: dict[str, str] | None = None,
+                 **ids_and_body: Any) -> Any:
+            body = ids_and_body.pop("json", None)
+            params = ids_and_body.pop("params", None)
+            r = client.request(method, template.format(**ids_and_body), json=body, params=params,
+                               headers=alice if headers is None else headers)
+            assert r.status_code == status, (method, template, r.status_code, r.text)
+            visited.add(f"{method} {template}")
+            if not r.headers["content-type"].startswith(JSON):
+                return r.text
+            nonlocal json_answers
+            json_answers += 1
+            return r.json()
+
+        for probe in ("/healthz", "/livez", "/readyz"):
+            call("GET", probe, 200, headers={})
+        call("GET", "/metrics", 200, headers={})
+        put_directory(client, {"teams": {"t-risk": {"members": ["alice"]}},
+                               "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}},
+                               "bots": {"b-helper": {"teams": ["t-risk"], "sources": ["s-jira"]}}})
+        call("PUT", "/v1/admin/directory", 200, admin, json={
+            "teams": {"t-risk": {"members": ["alice", "bob"]}},
+            "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}},
+            "bots": {"b-helper": {"teams": ["t-risk"], "sources": ["s-jira"]}}})
+        call("GET", "/v1/admin/directory", 200, admin)
+
+        first = call("POST", "/v1/memories", 201, json=remember_body("I prefer tea over coffee in the morning"))
+        call("POST", "/v1/memories", 201, json=remember_body(
+            "The risk report goes out on Fridays", visibility="restricted", team="t-risk",
+            source={"kind": "jira", "id": "s-jira", "message_id": None}, valid_from="2026-01-01T00:00:00+00:00"))
+        sensitive = call("POST", "/v1/memories", 202, json=remember_body("My blood pressure medication is lisinopril"))
+        second = call("POST", "/v1/memories", 202,
+                      json=remember_body("My salary is paid into the credit union"))
+        assert sensitive["status"] == second["status"] == "pending_review"
+
+        page = call("GET", "/v1/memories", 200, params={"limit": 1})
+        assert page["next_cursor"]
+        call("GET", "/v1/memories", 200, params={"cursor": page["next_cursor"], "status": "all"})
+        call("GET", "/v1/memories/{memory_id}", 200, memory_id=first["id"])
+        call("POST", "/v1/memories/{memory_id}/correct", 200, memory_id=first["id"],
+             json={"text": "I prefer green tea in the morning", "valid_from": "2026-12-01T00:00:00+01:00",
+                   "reason": "changed my mind"})
+        call("POST", "/v1/memories/{memory_id}/correct", 200, memory_id=first["id"],
+             json={"text": "I prefer green tea, no sugar, in the morning"})
+        events = call("GET", "/v1/memories/{memory_id}/history", 200, memory_id=first["id"])["events"]
+        assert {"reason", "mode"} <= events[-1].keys() and "mode" not in events[0]
+
+        call("GET", "/v1/candidates", 200)
+        call("POST", "/v1/candidates/{memory_id}/confirm", 200, memory_id=sensitive["id"],
+             json={"acknowledge_sensitive": True})
+        call("POST", "/v1/candidates/{memory_id}/reject", 200, memory_id=second["id"])
+
+        whole = call("POST", "/v1/recall", 200, json={"query": "tea morning report"})
+        assert whole["items"] and "truncated" not in whole["items"][0] and whole["omitted"] == 0
+        cut = call("POST", "/v1/recall", 200, json={"query": "tea morning report Fridays", "max_bytes": 12})
+        assert cut["items"][0]["truncated"] is True
+        call("POST", "/v1/recall", 200, headers=auth(role="bot", bot="b-helper"), json={"query": "tea"})
+        assert call("POST", "/v1/recall", 200, headers=auth(company="beta"), json={"query": "tea"})["mode"] == "off"
+
+        call("GET", "/v1/settings", 200)
+        call("PUT", "/v1/settings", 200, json={"learning_paused": False, "use_paused": True})
+        assert call("POST", "/v1/recall", 200, json={"query": "tea"})["paused"] is True
+        call("PUT", "/v1/settings", 200, json={"learning_paused": False, "use_paused": False})
+
+        receipt = {"author": "user", "text": "I prefer meetings after ten in the morning.",
+                   "source": {"kind": "chat", "id": "chat-7", "message_id": "m-1"}}
+        call("POST", "/v1/receipts", 202, json={"receipt_id": "r-1", **receipt})
+        ignored = call("POST", "/v1/receipts", 202, json={"receipt_id": "r-2", **receipt, "author": "assistant"})
+        assert ignored["reason"] == "not_user_text"
+        engram.learning.work()
+        call("GET", "/v1/receipts/{receipt_id}", 200, receipt_id="r-1")
+
+        forgotten = call("POST", "/v1/memories/{memory_id}/forget", 202, memory_id=first["id"])
+        call("GET", "/v1/forgets/{forget_id}", 200, forget_id=forgotten["forget_id"])
+        call("POST", "/v1/sources/{source_id}/revoke", 202, source_id="chat-7")
+        call("GET", "/v1/export", 200)
+        call("GET", "/v1/export", 200, params={"format": "markdown"})
+        call("GET", "/v1/admin/status", 200, admin)
+
+        doc = client.get("/openapi.json").json()
+
+    operations = {f"{method.upper()} {path}" for path, ops in doc["paths"].items() for method in ops}
+    assert operations - visited == set(), "add the new operations to this walk"
+    assert len(answers.written) == json_answers + 1  # and put_directory's
+    for before, after in answers.written:
+        _same(json.loads(before), json.loads(after))
