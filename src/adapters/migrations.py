@@ -22,7 +22,7 @@ from psycopg.rows import tuple_row
 
 log = logging.getLogger("engram.migrations")
 
-# The advisory lock `api/bootstrap.schema_lock` takes as well: one process changes the schema at a time.
+# The advisory lock every process takes before touching the schema: one changes it at a time.
 SCHEMA_LOCK = 727274
 
 VERSION_TABLE = """
@@ -106,7 +106,7 @@ def migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration] | Non
     """Apply every pending migration, each in its own transaction with its version row.
 
     `conn` must be in autocommit mode. The schema lock is taken on it unless the caller already
-    holds it (`lock_held`, as `Engram.open` does on a connection of its own)."""
+    holds it on this connection (`lock_held`, inside `schema_lock`, as `Engram.open` does)."""
     if not conn.autocommit:
         raise ValueError("migrations need a connection in autocommit mode: each runs in its own transaction")
     with _schema_lock(conn, held=lock_held):
@@ -122,10 +122,17 @@ def migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration] | Non
         return Migrated(before.version, max([before.version, *(m.version for m in before.pending)]), before.pending)
 
 
-def migrate_database(conninfo: str, *, lock_held: bool = False) -> Migrated:
+def migrate_database(conninfo: str) -> Migrated:
     """`migrate` on a connection of its own (sessions without the request timeouts of the pool)."""
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        return migrate(conn, lock_held=lock_held)
+    with schema_lock(conninfo) as conn:
+        return migrate(conn, lock_held=True)
+
+
+@contextmanager
+def schema_lock(conninfo: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection of its own (autocommit) holding the schema lock until the block ends."""
+    with psycopg.connect(conninfo, autocommit=True) as conn, _schema_lock(conn, held=False):
+        yield conn
 
 
 def database_status(conninfo: str) -> SchemaStatus:

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-
-import psycopg
 
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.budget import BudgetLedger, Limits
@@ -17,7 +13,7 @@ from engram.adapters.crypto import MasterKey
 from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient, SemanticIndex
-from engram.adapters.migrations import SCHEMA_LOCK, migrate_database
+from engram.adapters.migrations import migrate, schema_lock
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
 from engram.domain.clock import Clock
@@ -41,16 +37,6 @@ from engram.service.recall import RecallService
 from engram.service.settings import Settings
 
 PROJECTIONS = ("recall", "review", "governance", "inbox")
-
-
-@contextmanager
-def schema_lock(database: Database) -> Iterator[None]:
-    with psycopg.connect(database.conninfo, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
-        try:
-            yield
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
 
 
 def master_key(settings: Settings) -> MasterKey:
@@ -106,8 +92,8 @@ class Engram:
         fence = Fence(journal)
         copies = (*ALWAYS, HINDSIGHT) if settings.hindsight_url else ALWAYS
         # API replicas, relays and workers may start together: one of them creates the schema at a time.
-        with schema_lock(database):
-            migrate_database(database.conninfo, lock_held=True)  # the tables events cannot rebuild
+        with schema_lock(database.conninfo) as conn:
+            migrate(conn, lock_held=True)  # the tables events cannot rebuild
             timeouts = DatabaseTimeouts(statement=settings.db_statement_timeout,
                                         lock=math.ceil(settings.db_lock_timeout),
                                         idle_in_transaction=math.ceil(settings.db_idle_timeout),
@@ -159,7 +145,7 @@ class Engram:
             syncer = HindsightSyncer(ledger, HindsightClient(settings.hindsight_url, signing_key=signing_key), purge)
             semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
                                      settings.hindsight_deadline_ms)
-        recall = RecallService(ledger, queries, index, memories, semantic, max_text_bytes=settings.max_text_bytes)
+        recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes)
         sweepers = []
         if background:
             sweepers = [Sweeper(memories.expire_due_candidates, settings.sweep_interval),

@@ -17,8 +17,8 @@ from psycopg.rows import dict_row
 
 from engram.adapters.crypto import MasterKey, new_data_key
 from engram.adapters.kafka import Relay
-from engram.adapters.migrations import Migration, SchemaTooNew, migrate, migrate_database, shipped
-from engram.api.bootstrap import Engram, schema_lock
+from engram.adapters.migrations import Migration, SchemaTooNew, migrate, migrate_database, schema_lock, shipped
+from engram.api.bootstrap import Engram
 from engram.api.cli import main
 from engram.api.http import create_app
 
@@ -135,7 +135,7 @@ def test_two_migrators_at_once_apply_each_migration_once(database: Any) -> None:
 
 def test_the_migrator_waits_for_the_lock_every_starting_process_takes(database: Any) -> None:
     done: list[int] = []
-    with schema_lock(database):
+    with schema_lock(database.conninfo):
         waiter = threading.Thread(target=lambda: done.append(migrate_database(database.conninfo).after))
         waiter.start()
         deadline = time.monotonic() + 30
