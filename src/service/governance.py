@@ -20,8 +20,7 @@ class GovernanceService:
         self.clock = ledger.clock
 
     def _directory(self, company: str) -> CompanyDirectory:
-        directory = self.ledger.get(directory_id(company))
-        return directory if isinstance(directory, CompanyDirectory) else CompanyDirectory.open(company, self.clock.now())
+        return self.ledger.get(directory_id(company), CompanyDirectory) or CompanyDirectory.open(company, self.clock.now())
 
     def _require_admin(self, caller: Caller) -> None:
         Access(caller).require_admin()
@@ -54,8 +53,7 @@ class GovernanceService:
         return {"source_id": source_id, "scope": "company" if everyone else "person", "status": "revoked"}
 
     def _settings(self, caller: Caller) -> PersonSettings:
-        settings = self.ledger.get(settings_id(caller.company, caller.person))
-        return settings if isinstance(settings, PersonSettings) else PersonSettings.open(
+        return self.ledger.get(settings_id(caller.company, caller.person), PersonSettings) or PersonSettings.open(
             caller.company, caller.person, self.clock.now())
 
     def get_settings(self, caller: Caller) -> dict[str, bool]:

@@ -59,8 +59,8 @@ class HindsightSyncer:
 
     def _sync_one(self, row: dict[str, Any], now: datetime) -> None:
         memory_id: UUID = row["memory_id"]
-        memory = self.ledger.get(memory_id)
-        if not isinstance(memory, Memory):
+        memory = self.ledger.get(memory_id, Memory)
+        if memory is None:
             return
         bank = bank_for(memory.scope)
         text = memory.current["text"]

@@ -103,8 +103,7 @@ class LearningService:
         return self.receipt_view(self._get(rid) or receipt)
 
     def _get(self, rid: UUID) -> Receipt | None:
-        receipt = self.ledger.get(rid)
-        return receipt if isinstance(receipt, Receipt) else None
+        return self.ledger.get(rid, Receipt)
 
     @staticmethod
     def receipt_view(r: Receipt) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -21,6 +21,8 @@ from engram.domain.scope import Caller
 
 from .pending_writes import collector
 from .ports import Keys, Settler, Standings, Tombstones
+
+A = TypeVar("A")
 
 
 class EventStore(Application):
@@ -78,11 +80,13 @@ class Ledger:
         """Refuse every call of a company whose rollout mode is off; no database read."""
         Access(caller, self.modes.mode(caller.company)).admit()
 
-    def get(self, aggregate_id: UUID) -> Any | None:
+    def get(self, aggregate_id: UUID, kind: type[A]) -> A | None:
+        """The aggregate of this kind with this id; None when there is none (or it is of another kind)."""
         try:
-            return self.store.repository.get(aggregate_id)
+            aggregate: object = self.store.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
+        return aggregate if isinstance(aggregate, kind) else None
 
     def save(self, *aggregates: Any) -> Sequence[Any]:
         try:

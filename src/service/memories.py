@@ -14,7 +14,6 @@ from typing import Any, cast
 from uuid import UUID, uuid4
 
 from engram.adapters.blind_index import BlindIndex
-from engram.adapters.view_cipher import unseal_from_view
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, MemoryForgotten, NotFound, SensitiveAckRequired, SourceRevoked
 from engram.domain.evidence import Evidence, Source
@@ -26,11 +25,7 @@ from engram.domain.text import validate_text
 
 from .ledger import Ledger
 from .ports import MemoryQueries, PurgeReports
-from .views import candidate_of, candidate_of_row, memory_of, memory_of_row
-
-
-def row_scope(row: dict[str, Any]) -> Scope:
-    return Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
+from .views import candidate_of, candidate_of_row, memory_of, memory_of_row, row_scope, unsealed
 
 
 def _parse_uuid(memory_id: str) -> UUID:
@@ -66,21 +61,13 @@ class MemoryService:
 
     def _load(self, access: Access, memory_id: str) -> Memory:
         """A memory the caller may use; anything else is indistinguishable from absent."""
-        memory = self.ledger.get(_parse_uuid(memory_id))
-        if not isinstance(memory, Memory) or not access.may_use(memory.scope):
+        memory = self.ledger.get(_parse_uuid(memory_id), Memory)
+        if memory is None or not access.may_use(memory.scope):
             raise NotFound("no such memory")
         return memory
 
     def _text(self, text: str) -> str:
         return validate_text(text, self.max_text_bytes)
-
-    def unsealed(self, row: dict[str, Any]) -> tuple[Any, list[Any]]:
-        """The text and evidence of a view row, or (None, []) when its key is gone."""
-        key = self.keys.unwrap_row(row["memory_id"], row.get("wrapped"))
-        if key is None:
-            return None, []
-        text = unseal_from_view(key, row["memory_id"], "text", row.get("sealed_text"))
-        return text, unseal_from_view(key, row["memory_id"], "evidence", row.get("sealed_evidence")) or []
 
     # -- commands ------------------------------------------------------------
 
@@ -210,8 +197,8 @@ class MemoryService:
 
     def clear_receipt_payload(self, receipt_id: UUID, why: str) -> bool:
         """Tombstone, destroy a receipt's key (its text in every copy), then record that it is gone."""
-        receipt = self.ledger.get(receipt_id)
-        if not isinstance(receipt, Receipt) or receipt.cleared:
+        receipt = self.ledger.get(receipt_id, Receipt)
+        if receipt is None or receipt.cleared:
             return False
         now = self.clock.now()
         self.ledger.tombstone("receipt_cleared", receipt.id, receipt.company, why=why)
@@ -228,8 +215,8 @@ class MemoryService:
         now = self.clock.now()
         expired = 0
         for memory_id in self.queries.due_candidates(now, limit):
-            memory = self.ledger.get(memory_id)
-            if not isinstance(memory, Memory) or not memory.is_due(now):
+            memory = self.ledger.get(memory_id, Memory)
+            if memory is None or not memory.is_due(now):
                 continue
             memory.expire(at=now, key_destroyed_at=now)
             try:
@@ -240,8 +227,8 @@ class MemoryService:
             expired += 1
         # a crash between an Expired/Rejected event and its key destruction is finished here
         for row in self.queries.closed_candidates_with_keys(limit):
-            closed = self.ledger.get(row["memory_id"])
-            if isinstance(closed, Memory):
+            closed = self.ledger.get(row["memory_id"], Memory)
+            if closed is not None:
                 self._shred_closed_candidate(closed, "expire" if closed.status == "expired" else "reject")
         if expired:
             self.keys.vacuum()
@@ -286,7 +273,7 @@ class MemoryService:
         for row in rows[:limit]:
             if not access.may_use(row_scope(row)):
                 continue
-            text, evidence = (None, []) if row["status"] == FORGOTTEN else self.unsealed(row)
+            text, evidence = (None, []) if row["status"] == FORGOTTEN else unsealed(self.keys, row)
             items.append(memory_of_row(row, text, evidence))
         next_cursor = None
         if len(rows) > limit:
@@ -301,7 +288,7 @@ class MemoryService:
         items = []
         for row in self.queries.candidates(company=caller.company, person=caller.person):
             if access.may_use(row_scope(row)):
-                items.append(candidate_of_row(row, *self.unsealed(row)))
+                items.append(candidate_of_row(row, *unsealed(self.keys, row)))
         return {"items": items}
 
     def forget_status(self, caller: Caller, forget_id: str) -> dict[str, Any]:
@@ -309,9 +296,8 @@ class MemoryService:
         if head is None or head["company"] != caller.company or head["person"] != caller.person \
                 or caller.is_administrative or not self.ledger.access(caller).may_read:
             raise NotFound("no such forget request")
-        complete = all(c["state"] == "purged" for c in copies)
         return {"forget_id": forget_id, "memory_id": str(head["memory_id"]),
-                "status": "purge_complete" if complete else "stopped_using", "copies": copies}
+                "status": self.purge.status_of(copies), "copies": copies}
 
     def export(self, caller: Caller) -> dict[str, Any]:
         items = []

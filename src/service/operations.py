@@ -39,10 +39,10 @@ class Operations:
         """Stored event -> domain event; one that cannot be decoded is marked for quarantine, not raised."""
         return safe_decoder(self.store.mapper.to_domain_event)
 
-    def status(self) -> list[dict[str, object]]:
+    def status(self) -> list[dict[str, Any]]:
         """Position and lag of each projection: in-process (global) and, in distributed mode, per partition."""
         head = self.store.recorder.max_notification_id() or 0
-        rows: list[dict[str, object]] = []
+        rows: list[dict[str, Any]] = []
         partitions: dict[str, dict[int, int]] = {}
         with self.store.datastore.get_connection() as conn:
             for r in conn.execute("SELECT projection, partition, notification_id FROM engram_partition_tracking"):
@@ -81,7 +81,7 @@ class Operations:
     def admin_status(self, caller: Caller) -> dict[str, object]:
         """For company admins and operators: dependencies, backlogs, today's budget. Never memory text."""
         Access(caller).require_admin("see the status")
-        lag = max((int(str(r["lag"])) for r in self.status()), default=0)
+        lag = max((r["lag"] for r in self.status()), default=0)
         today = self.ledger.clock.now().date()
         s = self.settings
         return {

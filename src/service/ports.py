@@ -67,6 +67,8 @@ class PurgeReports(Protocol):
 
     def status(self, forget_id: str | None) -> str: ...
 
+    def status_of(self, copies: list[dict[str, Any]]) -> str: ...
+
 
 class Standing(Protocol):
     @property

@@ -22,8 +22,8 @@ from engram.domain.text import validate_text
 from engram.projections.recall_queries import RecallQueries
 
 from .ledger import Ledger
-from .memories import MemoryService, row_scope
 from .ports import SemanticIndex
+from .views import row_scope, unsealed
 
 
 def _iso(value: Any) -> Any:
@@ -31,12 +31,11 @@ def _iso(value: Any) -> Any:
 
 
 class RecallService:
-    def __init__(self, ledger: Ledger, queries: RecallQueries, index: BlindIndex, memories: MemoryService,
+    def __init__(self, ledger: Ledger, queries: RecallQueries, index: BlindIndex,
                  semantic: SemanticIndex | None = None, *, max_text_bytes: int = 8192) -> None:
         self.ledger = ledger
         self.queries = queries
         self.index = index
-        self.memories = memories  # unseals view rows
         self.semantic = semantic
         self.max_text_bytes = max_text_bytes
 
@@ -52,7 +51,7 @@ class RecallService:
         access = self.ledger.access(caller)
         if access.use_paused:
             return {**empty, "paused": True}
-        if caller.role == "bot" and not access.grants.bot_registered:
+        if not access.may_read:  # a removed bot finds nothing
             return empty
         grants = access.grants
         filters: dict[str, Any] = {"company": caller.company, "person": caller.person, "as_of": as_of or self.ledger.clock.now(),
@@ -95,7 +94,7 @@ class RecallService:
                 break
             if row["status"] != CONFIRMED or not access.may_use(row_scope(row)):
                 continue
-            text, evidence = self.memories.unsealed(row)
+            text, evidence = unsealed(self.ledger.keys, row)
             if text is None:
                 continue
             if total >= max_bytes:

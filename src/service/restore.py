@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import Aggregate
 
 from engram.adapters.tombstones import Fence
 from engram.domain.directory import CompanyDirectory
@@ -25,10 +24,10 @@ def apply_fence(ledger: Ledger, fence: Fence, rebuild_all: Callable[[], None]) -
     now = ledger.clock.now()
     counts = {"tombstones": len(tombstones), "keys_destroyed": 0, "events_appended": 0}
 
-    def get(aggregate_id: str) -> Any:
+    def get(aggregate_id: str) -> Aggregate | None:
         try:
-            return app.repository.get(UUID(aggregate_id))
-        except (AggregateNotFoundError, ValueError):
+            return ledger.get(UUID(aggregate_id), Aggregate)
+        except ValueError:  # a tombstone names a malformed id: nothing to fence
             return None
 
     for t in tombstones:

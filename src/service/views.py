@@ -1,12 +1,31 @@
 """What a memory and a candidate look like to their person: each document's shape is decided here, once,
-whether it is built from the aggregate (after a command) or from a view row (lists)."""
+whether it is built from the aggregate (after a command) or from a view row (lists, recall), and how a
+view row is unsealed and scoped."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from engram.adapters.view_cipher import unseal_from_view
 from engram.domain.memory import FORGOTTEN, Memory
+from engram.domain.scope import Scope
+
+from .ports import Keys
+
+
+def row_scope(row: dict[str, Any]) -> Scope:
+    """The scope of a recall or review view row, for the access policy to judge it again."""
+    return Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
+
+
+def unsealed(keys: Keys, row: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The text and evidence of a view row, or (None, []) when its key is gone."""
+    key = keys.unwrap_row(row["memory_id"], row.get("wrapped"))
+    if key is None:
+        return None, []
+    text = unseal_from_view(key, row["memory_id"], "text", row.get("sealed_text"))
+    return text, unseal_from_view(key, row["memory_id"], "evidence", row.get("sealed_evidence")) or []
 
 
 def memory_document(*, id: Any, text: str | None, status: str, revision: int, visibility: str, team: str | None,

@@ -69,8 +69,8 @@ def remember(w: World, caller: Caller = ALICE, text: str = "I prefer green tea",
 
 
 def load(w: World, memory_id: str) -> Memory:
-    memory = w.ledger.get(UUID(memory_id))
-    assert isinstance(memory, Memory)
+    memory = w.ledger.get(UUID(memory_id), Memory)
+    assert memory is not None
     return memory
 
 
