@@ -18,6 +18,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ENGRAM_", frozen=True, extra="ignore", env_ignore_empty=True)
 
     data_dir: Path = Path("./.engram")
+    tombstone_dir: Path | None = None  # default: beside the data directory, see `journal_dir`
     database_url: str | None = None
     master_key: str | None = None
     token_secret: str | None = None
@@ -66,6 +67,15 @@ class Settings(BaseSettings):
                 return value
             return int(number) if number.is_integer() else value
         return value
+
+    @property
+    def journal_dir(self) -> Path:
+        """Where the tombstone journal (and the backup catalog) live: never inside the data directory
+        or a backup, so restoring either cannot roll them back. Default `<data_dir>-tombstones`."""
+        if self.tombstone_dir is not None:
+            return self.tombstone_dir
+        data = self.data_dir.absolute()
+        return data.parent / f"{data.name}-tombstones"
 
     def replace(self, **changes: object) -> Settings:
         """A copy with some values changed, checked like the environment's."""
