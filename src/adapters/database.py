@@ -134,9 +134,18 @@ class EventRecorder(PostgresApplicationRecorder):
     for a result that cannot come, while the server waits for the rest of the message with the event
     table locked: every write of every company hangs. Three round trips instead of one cost little."""
 
+    # Writes what must commit with the events (a forget's key destruction and tombstone): set by
+    # the application, called with the transaction's cursor and the `shreds` passed to `save`.
+    shredder: Callable[[Any, Sequence[Any]], None] | None = None
+
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        shreds = kwargs.pop("shreds", ())
         with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
+            if shreds:
+                if self.shredder is None:
+                    raise RuntimeError("events with shreds need the recorder's shredder")
+                self.shredder(curs, shreds)
             self._insert_events(curs, stored_events, **kwargs)
             if not stored_events:
                 return None

@@ -12,7 +12,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, cast
 from uuid import UUID
 
@@ -263,6 +264,17 @@ class Relay:
         return len(notes)
 
 
+# While a worker applies a batch: notification id -> (partition, offset) of the record it came from,
+# so a projection can cite the topic's records in its evidence (a forget's `kafka` copy).
+CONSUMED: ContextVar[Mapping[int, tuple[int, int]] | None] = ContextVar("engram_consumed", default=None)
+
+
+def consumed_at(notification_id: int) -> tuple[int, int] | None:
+    """The (partition, offset) of the record being applied, when it came from the events topic."""
+    consumed = CONSUMED.get()
+    return None if consumed is None else consumed.get(notification_id)
+
+
 class ProjectorWorker:
     """A consumer-group member: per partition, applies a batch and its tracking in one database
     transaction, then commits the offset. Duplicates and re-deliveries are dropped by the tracking."""
@@ -290,6 +302,7 @@ class ProjectorWorker:
         upto = max(nid for _, nid in decoded)
         notes = [note for note, _ in decoded if note is not None]
         applied = 0
+        CONSUMED.set({nid: (partition, msg.offset) for (_, nid), msg in zip(decoded, messages, strict=True)})
         with prefetched(self.keys, notes), self.datastore.transaction(commit=True) as curs:
             items = [(None if note is None else self.decode(note), Tracking("engram", nid)) for note, nid in decoded]
             for p in self.projections:

@@ -76,16 +76,21 @@ class KeyStore:
     def destroy(self, key_id: Any, company: str, at: datetime) -> datetime:
         """Delete the key and note when; idempotent. Returns when it was destroyed."""
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute("DELETE FROM engram_data_keys WHERE key_id = %s", (key_id,))
-            curs.execute(
-                "INSERT INTO engram_destroyed_keys (key_id, company, destroyed_at) VALUES (%s, %s, %s) "
-                "ON CONFLICT (key_id) DO NOTHING",
-                (key_id, company, at),
-            )
+            self.destroy_in(curs, key_id, company, at)
             curs.execute("SELECT destroyed_at FROM engram_destroyed_keys WHERE key_id = %s", (key_id,))
             row = curs.fetchone()
         assert row is not None
         return row["destroyed_at"]
+
+    @staticmethod
+    def destroy_in(curs: Any, key_id: Any, company: str, at: datetime) -> None:
+        """Destroy the key within the caller's transaction (a forget's, with its event)."""
+        curs.execute("DELETE FROM engram_data_keys WHERE key_id = %s", (key_id,))
+        curs.execute(
+            "INSERT INTO engram_destroyed_keys (key_id, company, destroyed_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (key_id) DO NOTHING",
+            (key_id, company, at),
+        )
 
     def vacuum(self) -> None:
         """Reclaim the dead row versions that still hold destroyed wrapped keys. Best effort: the

@@ -15,14 +15,14 @@ from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient, SemanticIndex
 from engram.adapters.migrations import migrate, schema_lock
 from engram.adapters.sweeper import Sweeper
-from engram.adapters.tombstones import Fence, FileJournal, KafkaJournal
+from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
 from engram.domain.clock import Clock
 from engram.domain.rollout import Rollout
 from engram.projections.base import ProjectorRunner, ViewProjection, safe_decoder
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
-from engram.projections.purge import ALWAYS, HINDSIGHT, PurgeTracker
+from engram.projections.purge import ALWAYS, HINDSIGHT, KAFKA, PurgeTracker
 from engram.projections.recall import RecallProjection, RecallView
 from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
@@ -68,6 +68,7 @@ class Engram:
     syncer: HindsightSyncer | None = None
     embedded: EmbeddedPostgres | None = None
     sweepers: list[Sweeper] = field(default_factory=list)
+    publisher: TombstonePublisher | None = None
 
     @classmethod
     def open(
@@ -77,7 +78,10 @@ class Engram:
         database: Database | None = None,
         clock: Clock | None = None,
         background: bool = True,
+        fenced: bool = True,
     ) -> Engram:
+        """`fenced=False` opens a database older than the tombstone journal (for `engram restore`);
+        anything else refuses it (`FenceRequired`) rather than serve what was forgotten."""
         settings = settings or Settings()
         embedded = None
         if database is None:
@@ -88,9 +92,10 @@ class Engram:
                 database = embedded.start()
         master = master_key(settings)
         journal = (KafkaJournal(settings.kafka_bootstrap, settings.kafka_partitions) if settings.kafka_bootstrap
-                   else FileJournal(settings.data_dir / "tombstones.jsonl"))
+                   else FileJournal.beside_data(settings.journal_dir, settings.data_dir))
         fence = Fence(journal)
-        copies = (*ALWAYS, HINDSIGHT) if settings.hindsight_url else ALWAYS
+        copies = (*ALWAYS, *((HINDSIGHT,) if settings.hindsight_url else ()),
+                  *((KAFKA,) if settings.kafka_bootstrap else ()))
         # API replicas, relays and workers may start together: one of them creates the schema at a time.
         with schema_lock(database.conninfo) as conn:
             migrate(conn, lock_held=True)  # the tables events cannot rebuild
@@ -100,6 +105,16 @@ class Engram:
                                         connect=settings.db_connect_timeout)
             store = EventStore(database.eventsourcing_env(settings.db_pool_size, timeouts), master, fence)
             datastore = store.datastore
+            assert store.outbox is not None
+            fence.attach(store.outbox)
+            unfenced = fence.unfenced() if fenced else []
+            if unfenced:
+                store.close()
+                if hasattr(journal, "close"):
+                    journal.close()
+                if embedded is not None:
+                    embedded.stop()
+                raise FenceRequired(len(unfenced))
             index = BlindIndex(master)
             purge = PurgeTracker(datastore, copies)
             views = {"recall": RecallView(datastore, "recall"), "review": ReviewView(datastore, "review"),
@@ -112,7 +127,7 @@ class Engram:
                 "recall": RecallProjection(views["recall"], store.keys, index, purge),
                 "review": ReviewProjection(views["review"], store.keys, purge),
                 "governance": GovernanceProjection(views["governance"]),
-                "inbox": InboxProjection(views["inbox"]),
+                "inbox": InboxProjection(views["inbox"], purge),
             }
             if settings.hindsight_url:
                 projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"])
@@ -157,6 +172,10 @@ class Engram:
                      GovernanceService(ledger), learning,
                      Operations(ledger, projections, learning, fence, settings, syncer),
                      syncer, embedded, sweepers)
+        assert store.outbox is not None
+        engram.publisher = TombstonePublisher(store.outbox, journal, ledger.clock)
+        fence.on_commit = engram.publisher.kick
+        engram.publisher.start()
         if not distributed:
             runner.catch_up_all()
             if background:
@@ -169,6 +188,8 @@ class Engram:
         for sweeper in self.sweepers:
             sweeper.stop()
         self.runner.stop()
+        if self.publisher is not None:
+            self.publisher.stop()
         self.store.close()
         journal = getattr(self.ledger.tombstones, "journal", None)
         if journal is not None and hasattr(journal, "close"):

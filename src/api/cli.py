@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from engram.adapters.database import Database, EmbeddedPostgres
 from engram.adapters.migrations import SchemaTooNew, database_status, migrate_database
+from engram.adapters.tombstones import FenceRequired
 
 from .bootstrap import PROJECTIONS, Engram, master_key, token_secret
 from .identity import issue_token
@@ -132,7 +133,7 @@ def _distributed_engram() -> Engram:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    engram = Engram.open(_settings(), background=False)
+    engram = Engram.open(_settings(), background=False, fenced=False)
     try:
         counts = engram.operations.restore_fence(_progress_bar("rebuild"))
         print(f"fence applied: {counts['tombstones']} tombstones, {counts['keys_destroyed']} keys destroyed, "
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as e:  # a setting: name the variable, never echo its value
         print(f"engram: invalid configuration: {describe(e)}", file=sys.stderr)
         return 2
-    except (ValueError, SchemaTooNew) as e:
+    except (ValueError, SchemaTooNew, FenceRequired) as e:
         print(f"engram: {e}", file=sys.stderr)
         return 2
 

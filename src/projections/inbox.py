@@ -8,10 +8,13 @@ from uuid import UUID
 
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
+from psycopg.types.json import Jsonb
 
+from engram.domain.memory import Memory
 from engram.domain.receipt import IGNORED, QUEUED, Receipt
 
 from .base import View, ViewProjection
+from .purge import INBOX, PurgeTracker
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_inbox (
@@ -30,6 +33,7 @@ CREATE TABLE IF NOT EXISTS engram_inbox (
 );
 CREATE INDEX IF NOT EXISTS engram_inbox_queue ON engram_inbox (received_at) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS engram_inbox_retention ON engram_inbox (processed_at) WHERE NOT cleared;
+CREATE INDEX IF NOT EXISTS engram_inbox_candidates ON engram_inbox USING gin (candidate_ids);
 CREATE TABLE IF NOT EXISTS engram_capture_stops (
     company text NOT NULL,
     person text NOT NULL,
@@ -46,8 +50,33 @@ class InboxView(View):
 
 
 class InboxProjection(ViewProjection):
+    """Also reports each forget's `inbox` copy: the receipt payload its memory was learned from."""
+
     name = "inbox"
     view_class = InboxView
+
+    def __init__(self, view: View, purge: PurgeTracker | None = None) -> None:
+        super().__init__(view)
+        self.purge = purge
+
+    def cleared(self, curs: Cursor[Any]) -> None:
+        if self.purge is not None:
+            self.purge.withdraw(curs, (INBOX,))
+
+    def _report(self, curs: Cursor[Any], forget_id: str, memory_id: Any, at: datetime, position: int) -> None:
+        """The inbox copy of a forgotten memory: purged when no receipt produced it, or when the
+        receipt it came from has its payload cleared (its key destroyed, in the forget's transaction)."""
+        if self.purge is None:
+            return
+        curs.execute("SELECT receipt_uuid, cleared FROM engram_inbox WHERE candidate_ids @> %s",
+                     (Jsonb([str(memory_id)]),))
+        rows = list(curs.fetchall())
+        if not rows:
+            self.purge.purged(curs, forget_id, INBOX, "no receipt payload produced this memory", at)
+        elif all(r["cleared"] for r in rows):
+            self.purge.purged(curs, forget_id, INBOX,
+                              f"payload of receipt {rows[0]['receipt_uuid']} cleared (its data key destroyed; "
+                              f"the inbox row holds no text) by position {position}", at)
 
     def apply(self, curs: Cursor[Any], e: Any, tracking: Tracking) -> None:
         if isinstance(e, Receipt.Received):
@@ -64,8 +93,6 @@ class InboxProjection(ViewProjection):
                     (e.company, e.person, e.source["id"], e.timestamp),
                 )
         elif isinstance(e, Receipt.Processed):
-            from psycopg.types.json import Jsonb
-
             curs.execute(
                 "UPDATE engram_inbox SET state = 'processed', candidate_ids = %s, processed_at = %s "
                 "WHERE receipt_uuid = %s",
@@ -78,7 +105,16 @@ class InboxProjection(ViewProjection):
                 (state, e.reason, e.timestamp, e.originator_id),
             )
         elif isinstance(e, Receipt.PayloadCleared):
-            curs.execute("UPDATE engram_inbox SET cleared = true WHERE receipt_uuid = %s", (e.originator_id,))
+            curs.execute("UPDATE engram_inbox SET cleared = true WHERE receipt_uuid = %s RETURNING candidate_ids",
+                         (e.originator_id,))
+            row = curs.fetchone()
+            if row and row["candidate_ids"] and self.purge is not None:  # cleared after its memory's forget
+                curs.execute("SELECT forget_id, memory_id FROM engram_forgets WHERE memory_id = ANY(%s::uuid[])",
+                             (list(row["candidate_ids"]),))
+                for forget in list(curs.fetchall()):
+                    self._report(curs, forget["forget_id"], forget["memory_id"], e.timestamp, tracking.notification_id)
+        elif isinstance(e, Memory.Forgotten):
+            self._report(curs, e.forget_id, e.originator_id, e.timestamp, tracking.notification_id)
 
 
 class InboxQueries:

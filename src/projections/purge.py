@@ -1,12 +1,14 @@
 """The purge tracker: each forget request and, for every copy this deployment holds, the evidence
 that the copy no longer has the memory's content.
 
-The copies are given once, when the deployment is composed (the event store, the recall view and
-the review queue always; Hindsight when it is configured). Whatever deletes a copy reports here in
-its own transaction: the recall projection opens the request and reports the event store and its
-own view, the review projection reports its queue, the Hindsight syncer reports Hindsight once it has
-checked the document is gone. A forget is "purge_complete" only when every copy has reported.
-Its tables come from the numbered migrations (0003): Hindsight's reports cannot be rebuilt from events.
+The copies are given once, when the deployment is composed (the event store, the recall view, the
+review queue and the inbox always; Hindsight when it is configured; the Kafka topic in distributed
+mode). Whatever deletes a copy reports here in its own transaction: the recall projection opens the
+request and reports the event store and its own view (and, applied from Kafka, the topic's records),
+the review projection reports its queue, the inbox projection the receipt payload the memory came
+from, the Hindsight syncer reports Hindsight once it has checked the document is gone. A forget is
+"purge_complete" only when every copy has reported. Its tables come from the numbered migrations
+(0003): Hindsight's and Kafka's reports cannot be rebuilt from events.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from psycopg import Cursor
 EVENT_STORE = "event_store"
 RECALL_VIEW = "recall_view"
 REVIEW_QUEUE = "review_queue"
+INBOX = "inbox"
 HINDSIGHT = "hindsight"
+KAFKA = "kafka"
 
-ALWAYS = (EVENT_STORE, RECALL_VIEW, REVIEW_QUEUE)
+ALWAYS = (EVENT_STORE, RECALL_VIEW, REVIEW_QUEUE, INBOX)
 
 STOPPED_USING = "stopped_using"
 PURGE_COMPLETE = "purge_complete"

@@ -13,12 +13,13 @@ from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
 from engram.adapters.blind_index import BlindIndex
+from engram.adapters.kafka import EVENTS_TOPIC, consumed_at
 from engram.adapters.keystore import KeyStore
 from engram.adapters.view_cipher import seal_for_view, unseal_from_view
 from engram.domain.memory import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, answer_periods
 
 from .base import View, ViewProjection
-from .purge import EVENT_STORE, RECALL_VIEW, PurgeTracker
+from .purge import EVENT_STORE, KAFKA, RECALL_VIEW, PurgeTracker
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_memories (
@@ -213,6 +214,15 @@ class RecallProjection(ViewProjection):
             f"deleted {revisions} revision rows and {terms} term rows at position {t.notification_id}",
             e.timestamp,
         )
+        consumed = consumed_at(t.notification_id)
+        if consumed is not None:  # applied from the events topic: its records of this memory are sealed
+            partition, offset = consumed
+            self.purge.purged(
+                curs, e.forget_id, KAFKA,
+                f"{EVENTS_TOPIC} partition {partition}: every record of this memory, up to its content-free "
+                f"Forgotten record at offset {offset}, is ciphertext under the data key destroyed with the forget",
+                e.key_destroyed_at,
+            )
 
     def cleared(self, curs: Cursor[Any]) -> None:
         self.purge.withdraw(curs, (EVENT_STORE, RECALL_VIEW), requests=True)

@@ -45,11 +45,11 @@ class GovernanceService:
         if not everyone:
             self.ledger.access(caller).require_may_act()
         aggregate = self._directory(caller.company)
-        self.ledger.tombstone("revoke", aggregate.id, caller.company, source_id=source_id,
-                                person=None if everyone else caller.person)
+        shred = self.ledger.shred("revoke", aggregate.id, caller.company, source_id=source_id,
+                                  person=None if everyone else caller.person)
         aggregate.revoke(source_id, person=None if everyone else caller.person,
                          actor=caller.bot or caller.person, at=self.clock.now())
-        self.ledger.save(aggregate)
+        self.ledger.save(aggregate, shreds=[shred])
         return {"source_id": source_id, "scope": "company" if everyone else "person", "status": "revoked"}
 
     def _settings(self, caller: Caller) -> PersonSettings:

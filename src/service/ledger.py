@@ -10,8 +10,10 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import InfrastructureFactory, RecordConflictError
 
 from engram.adapters.crypto import MasterKey
+from engram.adapters.database import EventRecorder
 from engram.adapters.keystore import KeyStore
 from engram.adapters.mapper import SealingMapper
+from engram.adapters.tombstones import Shred, TombstoneOutbox
 from engram.domain.access import Access
 from engram.domain.clock import Clock
 from engram.domain.directory import Directory
@@ -31,13 +33,32 @@ class EventStore(Application):
     name = "engram"  # the application name every tracking row refers to
 
     def __init__(self, env: dict[str, str], master: MasterKey, fence: Any = frozenset(),
-                 keys: Callable[[Any], KeyStore] | None = None) -> None:
+                 keys: Callable[[Any], KeyStore] | None = None,
+                 shredder: Callable[[Any, Sequence[Shred]], None] | None = None) -> None:
         """`keys` makes the key store from the infrastructure factory: by default PostgreSQL's, beside
-        the events; the fast tests pass an in-memory one with eventsourcing's in-memory store."""
+        the events; the fast tests pass an in-memory one with eventsourcing's in-memory store, and a
+        `shredder` that records destructions where they can see them."""
         self._master = master
         self._fence = fence
         self._make_keys = keys
         super().__init__(env)
+        self.outbox: TombstoneOutbox | None = None
+        if isinstance(self.recorder, EventRecorder):
+            self.outbox = TombstoneOutbox(self.datastore, self.keys)
+            self.recorder.shredder = self.outbox.write
+            self._shredder = None
+        else:
+            self._shredder = shredder
+
+    def save(self, *objs: Any, shreds: Sequence[Shred] = (), **kwargs: Any) -> Any:
+        """Save; the shreds (keys destroyed, tombstones recorded) commit in the events' transaction."""
+        if not shreds:
+            return super().save(*objs, **kwargs)
+        if self._shredder is None:
+            return super().save(*objs, shreds=shreds, **kwargs)
+        recordings = super().save(*objs, **kwargs)  # a store without transactions: after, like a commit
+        self._shredder(None, shreds)
+        return recordings
 
     def construct_factory(self, env: Any) -> InfrastructureFactory:
         factory = super().construct_factory(env)
@@ -88,11 +109,15 @@ class Ledger:
             return None
         return aggregate if isinstance(aggregate, kind) else None
 
-    def save(self, *aggregates: Any) -> Sequence[Any]:
+    def save(self, *aggregates: Any, shreds: Sequence[Shred] = ()) -> Sequence[Any]:
+        """Save the aggregates' new events; `shreds` (made by `shred`) commit in the same transaction.
+        A lost race is a 409 with nothing written, keys included."""
         try:
-            recordings = self.store.save(*aggregates)
+            recordings = self.store.save(*aggregates, shreds=shreds)
         except RecordConflictError:
             raise Conflict("the memory changed while this request was handled") from None
+        if shreds and self.tombstones is not None:
+            self.tombstones.committed(shreds)
         pending = collector()
         if pending is not None and self.settler.defers:
             pending.add(recordings)  # the HTTP layer waits for visibility without holding this thread
@@ -100,8 +125,9 @@ class Ledger:
             self.settler.settle_recordings(recordings)
         return recordings
 
-    def tombstone(self, kind: str, aggregate_id: Any, company: str, **fields: Any) -> None:
-        """Content-free: ids and times only."""
-        if self.tombstones is not None:
-            self.tombstones.record({"kind": kind, "aggregate_id": str(aggregate_id), "company": company,
-                                    "at": self.clock.now().isoformat(), **fields})
+    def shred(self, kind: str, aggregate_id: Any, company: str, **fields: Any) -> Shred:
+        """A tombstone (content-free: ids and times only) to save with its event; every kind but
+        `revoke` destroys the aggregate's data key in that transaction."""
+        at = self.clock.now()
+        return Shred({"kind": kind, "aggregate_id": str(aggregate_id), "company": company,
+                      "at": at.isoformat(), **fields}, at)

@@ -138,16 +138,27 @@ class MemoryService:
     def reject(self, caller: Caller, memory_id: str) -> dict[str, Any]:
         memory = self._load(self._holder(caller), memory_id)
         memory.reject(actor=caller.bot or caller.person, at=self.clock.now())
-        self.ledger.save(memory)
-        self._shred_closed_candidate(memory, "reject")  # a rejected candidate is purged like a forgotten one
+        self._save_closing(memory, "reject")  # a rejected candidate is purged like a forgotten one
         return {"id": str(memory.id), "status": memory.status}
 
+    def _save_closing(self, memory: Memory, kind: str, **fields: Any) -> None:
+        """Save a memory's closing event (forgotten, rejected, expired) together with its tombstone,
+        its key's destruction and, when a receipt produced it, the clearing of that receipt's text:
+        one transaction, so the memory is either still whole or gone in every copy we hold."""
+        shreds = [self.ledger.shred(kind, memory.id, memory.company, person=memory.person, **fields)]
+        receipt = self.ledger.get(UUID(memory.receipt), Receipt) if memory.receipt else None
+        if receipt is not None and not receipt.cleared:
+            why = "memory_forgotten" if kind == "forget" else f"candidate_{kind}"
+            receipt.clear_payload(why, self.clock.now())
+            shreds.append(self.ledger.shred("receipt_cleared", receipt.id, receipt.company, why=why))
+            self.ledger.save(receipt, memory, shreds=shreds)  # the payload is cleared before the forget
+        else:
+            self.ledger.save(memory, shreds=shreds)
+
     def _shred_closed_candidate(self, memory: Memory, kind: str) -> None:
-        """After a candidate's Rejected or Expired event is recorded: destroy its key and its
-        receipt's text. Recorded first, so a confirm that wins the race keeps its key. The tombstone
-        goes before the key: if it cannot be recorded the key stays, and the sweeper's repair retries."""
-        self.ledger.tombstone(kind, memory.id, memory.company, person=memory.person)
-        self.keys.destroy(memory.id, memory.company, self.clock.now())
+        """Finish a candidate closed before its key was destroyed in the same transaction (databases
+        from before that, or a restored one): tombstone and key, then its receipt's text."""
+        self.ledger.save(shreds=[self.ledger.shred(kind, memory.id, memory.company, person=memory.person)])
         if memory.receipt:
             self.clear_receipt_payload(UUID(memory.receipt), f"candidate_{kind}")
 
@@ -166,48 +177,41 @@ class MemoryService:
         return memory_of(memory)
 
     def forget(self, caller: Caller, memory_id: str) -> dict[str, Any]:
-        """Record the tombstone, destroy the key (use stops at once), then record the content-free event.
+        """Stop using the memory at once: its Forgotten event, its tombstone and its key's destruction
+        (and its receipt's text) commit in one transaction; the copies are purged from there.
 
-        The tombstone comes first so a forget that cannot record it changes nothing and can be retried.
-        A concurrent write can win the race for the next version; the key is already gone
-        then, so forget reloads and records again rather than report a conflict.
+        A concurrent write can win the race for the next version: then nothing was written, and
+        forget reloads and tries again rather than report a conflict.
         """
         access = self._holder(caller)
         for _attempt in range(5):
             memory = self._load(access, memory_id)
             if memory.is_forgotten:
-                if memory.receipt:  # an earlier attempt may have stopped before clearing it
+                if memory.receipt:  # forgotten before receipts were cleared in the same transaction
                     self.clear_receipt_payload(UUID(memory.receipt), "memory_forgotten")
                 return {"forget_id": memory.forget_id, "status": self.purge.status(memory.forget_id)}
             now = self.clock.now()
             forget_id = "fg-" + uuid4().hex
-            self.ledger.tombstone("forget", memory.id, memory.company, person=memory.person, forget_id=forget_id)
-            destroyed_at = self.keys.destroy(memory.id, memory.company, now)
-            memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at,
-                          actor=caller.bot or caller.person, at=now)
+            memory.forget(forget_id=forget_id, key_destroyed_at=now, actor=caller.bot or caller.person, at=now)
             try:
-                self.ledger.save(memory)
+                self._save_closing(memory, "forget", forget_id=forget_id)
             except Conflict:
                 continue
-            if memory.receipt:
-                self.clear_receipt_payload(UUID(memory.receipt), "memory_forgotten")
             self.keys.vacuum()
             return {"forget_id": forget_id, "status": "stopped_using"}
-        raise Conflict("the memory kept changing; its key is destroyed, retry to record the forget")
+        raise Conflict("the memory kept changing; nothing was forgotten, retry")
 
     def clear_receipt_payload(self, receipt_id: UUID, why: str) -> bool:
-        """Tombstone, destroy a receipt's key (its text in every copy), then record that it is gone."""
+        """Record that a receipt's text is gone: its event, tombstone and key destruction together."""
         receipt = self.ledger.get(receipt_id, Receipt)
         if receipt is None or receipt.cleared:
             return False
-        now = self.clock.now()
-        self.ledger.tombstone("receipt_cleared", receipt.id, receipt.company, why=why)
-        self.keys.destroy(receipt.id, receipt.company, now)
-        receipt.clear_payload(why, now)
+        receipt.clear_payload(why, self.clock.now())
         try:
-            self.ledger.save(receipt)
+            self.ledger.save(receipt, shreds=[self.ledger.shred("receipt_cleared", receipt.id, receipt.company,
+                                                                why=why)])
         except Conflict:
-            return False  # a concurrent change; the key is gone already and the next sweep records it
+            return False  # a concurrent change; the next sweep clears it
         return True
 
     def expire_due_candidates(self, limit: int = 500) -> int:
@@ -220,12 +224,11 @@ class MemoryService:
                 continue
             memory.expire(at=now, key_destroyed_at=now)
             try:
-                self.ledger.save(memory)
+                self._save_closing(memory, "expire")
             except (Conflict, MemoryForgotten):
                 continue  # confirmed, rejected or forgotten meanwhile: that decision stands
-            self._shred_closed_candidate(memory, "expire")
             expired += 1
-        # a crash between an Expired/Rejected event and its key destruction is finished here
+        # candidates closed before their key was destroyed with their event (older databases) finish here
         for row in self.queries.closed_candidates_with_keys(limit):
             closed = self.ledger.get(row["memory_id"], Memory)
             if closed is not None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from engram.adapters.tombstones import Shred
 from engram.domain.hints import SemanticHints
 from engram.domain.scope import Scope
 
@@ -38,7 +39,9 @@ class Keys(Protocol):
 class Tombstones(Protocol):
     """Content-free records of destructions, kept where a database restore cannot undo them."""
 
-    def record(self, tombstone: dict[str, Any]) -> None: ...
+    def committed(self, shreds: Sequence[Shred]) -> None: ...
+
+    def __contains__(self, aggregate_id: object) -> bool: ...
 
 
 class SemanticIndex(Protocol):

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from engram.adapters.tombstones import Fence
+from engram.adapters.tombstones import Fence, Shred
 from engram.domain.directory import CompanyDirectory
 from engram.domain.memory import EXPIRED, FORGOTTEN, PENDING, Memory
 from engram.domain.receipt import Receipt
@@ -16,11 +16,12 @@ from .ledger import Ledger
 
 
 def apply_fence(ledger: Ledger, fence: Fence, rebuild_all: Callable[[], None]) -> dict[str, int]:
-    """Replay all tombstones: re-destroy keys, append the events the restored database lacks,
-    then rebuild every projection from the (now complete) event store."""
+    """Replay all tombstones, from the journal and the outbox: re-destroy keys, append the events the
+    restored database lacks (each with its tombstone back in the outbox, one transaction), then
+    rebuild every projection from the (now complete) event store."""
     app = ledger.store
     fence.refresh()
-    tombstones = fence.journal.all()
+    tombstones = fence.tombstones()
     now = ledger.clock.now()
     counts = {"tombstones": len(tombstones), "keys_destroyed": 0, "events_appended": 0}
 
@@ -31,17 +32,21 @@ def apply_fence(ledger: Ledger, fence: Fence, rebuild_all: Callable[[], None]) -
             return None
 
     for t in tombstones:
-        kind, aid, company = t["kind"], t["aggregate_id"], t["company"]
+        kind, aid = t["kind"], t["aggregate_id"]
         if kind == "revoke":
             directory = get(aid)
             if isinstance(directory, CompanyDirectory):
                 before = len(directory.revoked)
                 directory.revoke(t["source_id"], person=t.get("person"), actor="restore-fence", at=now)
                 if len(directory.revoked) > before:
-                    ledger.save(directory)
+                    ledger.save(directory, shreds=[Shred(t, now)])
                     counts["events_appended"] += 1
             continue
-        app.keys.destroy(aid, company, now)
+        try:
+            UUID(aid)
+        except ValueError:
+            continue
+        ledger.save(shreds=[Shred(t, now)])  # the key, and the tombstone back in the outbox
         counts["keys_destroyed"] += 1
         aggregate = get(aid)
         if isinstance(aggregate, Memory) and aggregate.status not in (FORGOTTEN, EXPIRED) and not (

@@ -304,8 +304,11 @@ def test_payload_is_cleared_a_day_after_processing_and_on_forget(make) -> None:
     assert system.store.keys.get(r1) is not None and system.store.keys.get(r2) is not None
     # forgetting a memory learned from r-2 clears r-2's text at once
     client.post(f"/v1/candidates/{by_text['I like medlars']}/confirm", json={}, headers=auth())
-    client.post(f"/v1/memories/{by_text['I like medlars']}/forget", headers=auth())
+    forget_id = client.post(f"/v1/memories/{by_text['I like medlars']}/forget", headers=auth()).json()["forget_id"]
     assert system.store.keys.get(r2) is None
+    copies = {c["copy"]: c for c in client.get(f"/v1/forgets/{forget_id}", headers=auth()).json()["copies"]}
+    assert copies["inbox"]["state"] == "purged" and str(r2) in copies["inbox"]["evidence"]
+    assert [type(e).__name__ for e in system.store.events.get(r2)][-1] == "PayloadCleared"
     assert system.learning.clear_processed_payloads() == 0  # r-1 is not a day old yet
     clock.advance(days=1, seconds=1)
     assert system.learning.clear_processed_payloads() == 1

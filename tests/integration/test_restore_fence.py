@@ -6,8 +6,10 @@ import subprocess
 from pathlib import Path
 
 import psycopg
+import pytest
 from psycopg import sql
 
+from engram.adapters.tombstones import FenceRequired
 from engram.api.bootstrap import Engram
 from engram.domain.extraction import Proposal
 from engram.domain.receipt import receipt_uuid
@@ -63,7 +65,10 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
     a.close()
 
     restore(database, dump)  # the database is back to before the forgets
-    b = Engram.open(settings, database=database, background=False)
+    with pytest.raises(FenceRequired) as refused:  # nothing serves from it until it is fenced
+        Engram.open(settings, database=database, background=False)
+    assert refused.value.count == 3
+    b = Engram.open(settings, database=database, background=False, fenced=False)  # as `engram restore` does
     try:
         # even before the fence is applied, tombstoned keys are never handed out
         assert recall(b, "Godrevy") == []
@@ -95,3 +100,8 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
         assert b.operations.restore_fence()["events_appended"] == 0
     finally:
         b.close()
+    c = Engram.open(settings, database=database, background=False)  # fenced: it serves again
+    try:
+        assert recall(c, "Godrevy") == [] and c.memories.get(ALICE, gone["id"])["status"] == "forgotten"
+    finally:
+        c.close()

@@ -18,6 +18,7 @@ from uuid import UUID
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.content_rules import ContentRules
 from engram.adapters.crypto import MasterKey
+from engram.adapters.tombstones import Shred
 from engram.domain.clock import FixedClock
 from engram.domain.directory import CompanyDirectory
 from engram.domain.memory import Memory
@@ -74,15 +75,27 @@ class FakeKeys:
 
 
 class FakeTombstones:
-    """The tombstone journal as a list, writing to the log it shares with `FakeKeys`."""
+    """The tombstone outbox and journal as a list, writing to the log it shares with `FakeKeys`.
+    `write` is the event store's shredder: what the real one does inside the events' transaction."""
 
-    def __init__(self, log: Log | None = None) -> None:
+    def __init__(self, keys: FakeKeys, log: Log | None = None) -> None:
+        self.keys = keys
         self.log: Log = log if log is not None else []
         self.recorded: list[dict[str, Any]] = []
+        self.commits = 0
 
-    def record(self, tombstone: dict[str, Any]) -> None:
-        self.recorded.append(tombstone)
-        self.log.append(("tombstone", tombstone["kind"], tombstone["aggregate_id"]))
+    def write(self, _curs: Any, shreds: Sequence[Shred]) -> None:
+        for shred in shreds:
+            self.recorded.append(shred.tombstone)
+            self.log.append(("tombstone", shred.tombstone["kind"], shred.tombstone["aggregate_id"]))
+            if shred.key_id is not None:
+                self.keys.destroy(shred.key_id, shred.tombstone["company"], shred.at)
+
+    def committed(self, shreds: Sequence[Shred]) -> None:
+        self.commits += 1
+
+    def __contains__(self, aggregate_id: object) -> bool:
+        return any(t["aggregate_id"] == str(aggregate_id) and t["kind"] != "revoke" for t in self.recorded)
 
 
 class FakeStandings:
@@ -216,12 +229,14 @@ def build(*, mode: Rollout | None = None, policy: ContentPolicy | None = None, m
           candidate_ttl: timedelta = timedelta(days=30), at: datetime = START) -> World:
     """Composed like `api/bootstrap.py`'s `Engram.open`, with fakes for every port and no database."""
     log: Log = []
-    keys, tombstones = FakeKeys(log), FakeTombstones(log)
+    keys = FakeKeys(log)
+    tombstones = FakeTombstones(keys, log)
     standings, purge, queries = FakeStandings(), FakePurge(), FakeQueries()
     settler = FakeSettler(standings, purge)
     clock = FixedClock(at)
     master = MasterKey(os.urandom(32))
-    store = EventStore(dict(IN_MEMORY), master, keys=lambda _factory: keys)  # type: ignore[arg-type,return-value]
+    store = EventStore(dict(IN_MEMORY), master, keys=lambda _factory: keys,  # type: ignore[arg-type,return-value]
+                       shredder=tombstones.write)
     ledger = Ledger(store, settler, standings, modes=mode or Rollout(), clock=clock, tombstones=tombstones)
     memories = MemoryService(ledger, queries, BlindIndex(master), purge,  # type: ignore[arg-type]
                              policy=policy or ContentRules(), max_text_bytes=max_text_bytes,

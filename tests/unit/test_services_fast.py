@@ -158,7 +158,7 @@ def test_a_candidate_cannot_be_confirmed_after_it_expires(world: World) -> None:
         world.memories.confirm(ALICE, candidate["id"], text=None, acknowledge_sensitive=False)
 
 
-def test_reject_tombstones_then_destroys_the_candidates_key(world: World) -> None:
+def test_reject_records_its_tombstone_and_destroys_the_candidates_key(world: World) -> None:
     candidate = remember(world, text=SENSITIVE_TEXT)
     assert world.memories.reject(ALICE, candidate["id"]) == {"id": candidate["id"], "status": REJECTED}
     assert world.keys.get(candidate["id"]) is None
@@ -206,7 +206,7 @@ def test_a_correction_keeps_the_earlier_revision_in_history(world: World) -> Non
     assert events[1]["at"] == START + timedelta(hours=1)
 
 
-def test_forget_records_the_tombstone_before_destroying_the_key(world: World) -> None:
+def test_forget_records_its_tombstone_and_destroys_the_key_with_its_event(world: World) -> None:
     made = remember(world)
     answer = world.memories.forget(ALICE, made["id"])
     assert answer["status"] == "stopped_using" and answer["forget_id"].startswith("fg-")
@@ -248,6 +248,8 @@ def test_a_forget_is_purge_complete_only_when_every_copy_reported(world: World) 
     assert report["status"] == "stopped_using" and report["memory_id"] == made["id"]
     assert {c["copy"]: c["state"] for c in report["copies"]}["review_queue"] == "pending"
     world.purge.purged(forget_id, "review_queue")
+    assert world.memories.forget_status(ALICE, forget_id)["status"] == "stopped_using"  # the inbox is pending
+    world.purge.purged(forget_id, "inbox")
     assert world.memories.forget_status(ALICE, forget_id)["status"] == "purge_complete"
     for other in (BOB, ALICE_ELSEWHERE, ADMIN):
         with pytest.raises(NotFound):
