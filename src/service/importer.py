@@ -247,11 +247,11 @@ class MemoryImporter:
             cache.move_to_end(person)
         return access
 
-    def _check(self, record: ImportRecord, access: Access) -> None:
-        """What `remember` would refuse, decided before anything is written."""
+    @staticmethod
+    def _check_scope(record: ImportRecord, access: Access) -> None:
+        """What `remember` would refuse for the person's standing (checked again before each write)."""
         access.admit()
         access.require_may_act()
-        refuse_secrets(self.memories.policy, record.text)
         if record.visibility == RESTRICTED and record.source.id not in access.revoked_sources:
             access.require_restricted_scope(record.team, record.source.id)
 
@@ -265,7 +265,8 @@ class MemoryImporter:
                 if isinstance(line, RecordProblem):
                     raise line
                 record = parse_record(line, company=company, max_text_bytes=self.memories.max_text_bytes)
-                self._check(record, self._access(cache, company, record.person))
+                refuse_secrets(self.memories.policy, record.text)  # remember and propose refuse them again
+                self._check_scope(record, self._access(cache, company, record.person))
             except DomainError as e:
                 report.refuse(number, e.code, e.detail)
         return report
@@ -311,7 +312,7 @@ class MemoryImporter:
         if record.source.id in access.revoked_sources:
             report.skipped_revoked += 1
             return
-        self._check(record, access)
+        self._check_scope(record, access)
         caller = access.caller
         try:
             if record.confirmed:
