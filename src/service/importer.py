@@ -37,6 +37,7 @@ from engram.domain.scope import GENERAL, RESTRICTED, Caller, Scope
 from engram.domain.text import is_valid_id, validate_text
 
 from .memories import MemoryService
+from .pending_writes import PendingWrites, collecting
 
 IMPORT_ACTOR = "import"  # the history's actor of an imported memory's first event
 CONFIRMED_STATUS, CANDIDATE_STATUS = "confirmed", "candidate"
@@ -227,6 +228,7 @@ class MemoryImporter:
     """Imports a file into one company, as each record's person; see the module's docstring."""
 
     ACCESS_CACHE = 4096  # people whose standing is kept during one pass
+    SETTLE_BATCH = 200  # stored events waited for together
 
     def __init__(self, memories: MemoryService, forgotten: Container[str], id_key: Callable[[str], bytes],
                  fence_ready: Callable[[float], bool]) -> None:
@@ -285,6 +287,14 @@ class MemoryImporter:
         after = path.stat()
         if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
             raise ImportRefused("the file changed while it was checked; nothing was imported")
+        # Where projectors run elsewhere (distributed mode), wait for visibility once per batch, not per
+        # record; in-process projectors apply each write before `save` returns, as for any caller.
+        with collecting() as pending:
+            self._write_all(report, path, company, pending)
+            self._settle(pending)  # also after an abort: what was written is visible when the command ends
+        return report
+
+    def _write_all(self, report: ImportReport, path: Path, company: str, pending: PendingWrites) -> None:
         key = self.id_key(company)
         cache: OrderedDict[str, Access] = OrderedDict()
         for number, line in lines(path):
@@ -295,19 +305,25 @@ class MemoryImporter:
                 self._write(report, record, record_id(key, record), self._access(cache, company, record.person))
             except DomainError as e:  # the file or the directory changed since the check
                 report.aborted = f"line {number}: {e.code}"
-                return report
-        return report
+                return
+            if len(pending.recordings) >= self.SETTLE_BATCH:
+                self._settle(pending)
+
+    def _settle(self, pending: PendingWrites) -> None:
+        if pending.recordings:
+            self.ledger.settler.settle_recordings(pending.recordings)
+            pending.recordings.clear()
 
     def _write(self, report: ImportReport, record: ImportRecord, memory_id: UUID, access: Access) -> None:
+        if str(memory_id) in self.forgotten:  # a tombstone: also when the database was restored to before it
+            report.skipped_forgotten += 1
+            return
         existing = self.ledger.get(memory_id, Memory)
         if existing is not None:
-            if existing.status in (FORGOTTEN, REJECTED, EXPIRED):
+            if existing.status in (FORGOTTEN, REJECTED, EXPIRED):  # its tombstone is in another process's fence
                 report.skipped_forgotten += 1
             else:
                 report.duplicates += 1
-            return
-        if str(memory_id) in self.forgotten:  # forgotten, then the database was restored to before
-            report.skipped_forgotten += 1
             return
         if record.source.id in access.revoked_sources:
             report.skipped_revoked += 1

