@@ -155,3 +155,16 @@ def test_restricted_needs_team_and_source_and_valid_time_order() -> None:
     deep = "[" * 100_000 + "]" * 100_000
     with pytest.raises(RecordProblem):
         parse_record(deep, company="acme", max_text_bytes=LIMIT)
+
+
+def test_lines_are_numbered_and_an_overlong_or_undecodable_line_is_a_problem_not_a_load(tmp_path) -> None:
+    from engram.service.importer import MAX_LINE_BYTES, lines
+
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf{\"a\": 1}\r\n" + b"x" * (3 * MAX_LINE_BYTES) + b"\n\n   \n" + b"\xff\xfe\n" + b"{}")
+    got = list(lines(path))
+    assert [n for n, _ in got] == [1, 2, 5, 6]  # blank lines 3 and 4 are skipped, still counted
+    assert got[0][1] == '{"a": 1}\r\n'  # a byte-order mark at the start is dropped
+    assert isinstance(got[1][1], RecordProblem) and got[1][1].code == "line_too_long"
+    assert isinstance(got[2][1], RecordProblem) and got[2][1].code == "invalid_encoding"
+    assert got[3][1] == "{}"
