@@ -68,6 +68,10 @@ class MasterKey:
     def search_key(self, company: str) -> bytes:
         return hmac.new(self._key, b"engram-search:" + company.encode(), hashlib.sha256).digest()
 
+    def import_key(self, company: str) -> bytes:
+        """Keys the ids of imported memories: the same record gets the same id, and an id reveals no text."""
+        return hmac.new(self._key, b"engram-import:" + company.encode(), hashlib.sha256).digest()
+
     def hindsight_signing_key(self) -> Ed25519PrivateKey:
         """Signs the service tokens Hindsight's Engram guard accepts; only its public half leaves Engram."""
         seed = hmac.new(self._key, b"engram-hindsight-service-token", hashlib.sha256).digest()

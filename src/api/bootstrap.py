@@ -28,6 +28,7 @@ from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
 from engram.service.governance import GovernanceService
 from engram.service.hindsight_sync import HindsightSyncer
+from engram.service.importer import MemoryImporter
 from engram.service.learning import LearningRules, LearningService
 from engram.service.ledger import EventStore, Ledger
 from engram.service.memories import MemoryService
@@ -69,6 +70,7 @@ class Engram:
     embedded: EmbeddedPostgres | None = None
     sweepers: list[Sweeper] = field(default_factory=list)
     publisher: TombstonePublisher | None = None
+    importer: MemoryImporter | None = None  # `engram import`; always set by `open`
 
     @classmethod
     def open(
@@ -171,7 +173,8 @@ class Engram:
         engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,
                      GovernanceService(ledger), learning,
                      Operations(ledger, projections, learning, fence, settings, syncer),
-                     syncer, embedded, sweepers)
+                     syncer, embedded, sweepers,
+                     importer=MemoryImporter(memories, fence, master.import_key, fence.loaded.wait))
         assert store.outbox is not None
         engram.publisher = TombstonePublisher(store.outbox, journal, ledger.clock)
         fence.on_commit = engram.publisher.kick

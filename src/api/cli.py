@@ -1,4 +1,4 @@
-"""`engram`: serve, token, projections, migrate."""
+"""`engram`: serve, token, projections, migrate, import."""
 
 from __future__ import annotations
 
@@ -143,6 +143,38 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    """Counts and line numbers on stdout (one JSON object), never any text; 2 when the file is refused."""
+    import json
+    from pathlib import Path
+
+    from engram.domain.errors import DomainError
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise ValueError(f"{args.file}: no such file")
+    engram = Engram.open(_settings(), background=False)
+    try:
+        assert engram.importer is not None
+        try:
+            report = engram.importer.run(path, args.company)
+        except DomainError as e:
+            print(f"engram import: {e.detail}", file=sys.stderr)
+            return 2
+    finally:
+        engram.close()
+    print(json.dumps(report.as_dict()))
+    if report.refused:
+        print(f"engram import: refused, nothing imported: {report.refused} record(s) cannot be imported "
+              "(see problems: line numbers and codes)", file=sys.stderr)
+        return 2
+    if report.aborted:
+        print(f"engram import: stopped at {report.aborted}; what was imported before stays, and importing "
+              "the file again skips it", file=sys.stderr)
+        return 1
+    return 0
+
+
 @contextmanager
 def _database() -> Iterator[Database]:
     """The database `engram serve` would use (ENGRAM_DATABASE_URL, or the embedded server), nothing else started."""
@@ -272,6 +304,11 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--projections", help=f"comma-separated, default all: {','.join(PROJECTIONS)}"
                                          ",hindsight_sync (when ENGRAM_HINDSIGHT_URL is set)")
     w.set_defaults(func=cmd_worker)
+
+    im = sub.add_parser("import", help="import prior memories (JSON lines) into one company; see the README")
+    im.add_argument("file", help="the JSON-lines file; every record must name the company in --company")
+    im.add_argument("--company", required=True)
+    im.set_defaults(func=cmd_import)
 
     m = sub.add_parser("migrate", help="apply pending schema migrations (every start applies them too)")
     m.add_argument("--status", action="store_true", help="print the schema version and pending migrations; change nothing")

@@ -73,8 +73,9 @@ class MemoryService:
 
     def remember(self, caller: Caller, *, text: str, source: dict[str, Any], occurred_at: datetime | None,
                  visibility: str, team: str | None, valid_from: datetime | None,
-                 valid_to: datetime | None) -> dict[str, Any]:
-        """Confirm exactly the stated text; a sensitive one becomes a candidate, a secret is refused."""
+                 valid_to: datetime | None, id: UUID | None = None, actor: str | None = None) -> dict[str, Any]:
+        """Confirm exactly the stated text; a sensitive one becomes a candidate, a secret is refused.
+        `id` and `actor` are for imports (a deterministic id; the history says it was imported)."""
         access = self._holder(caller)
         self._text(text)
         verdict = refuse_secrets(self.policy, text)
@@ -85,16 +86,16 @@ class MemoryService:
         if visibility == "restricted":
             access.require_restricted_scope(team, origin.id)
         evidence = [Evidence.quoted(text, text, origin, occurred_at or now).as_dict()]
-        actor = caller.bot or caller.person
+        actor = actor or caller.bot or caller.person
         if verdict == SENSITIVE_CONTENT:
             candidate = self._create(Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team,
                                      text=text, evidence=evidence, review=SENSITIVE,
                                      expires_at=now + self.candidate_ttl, valid_from=valid_from, valid_to=valid_to,
-                                     actor=actor, at=now)
+                                     actor=actor, at=now, id=id)
             return candidate_of(candidate)
         memory = self._create(Memory.remember, caller, source=origin.as_dict(), visibility=visibility, team=team,
                               text=text, evidence=evidence, valid_from=valid_from, valid_to=valid_to, actor=actor,
-                              at=now)
+                              at=now, id=id)
         return memory_of(memory)
 
     def _create(self, factory: Callable[..., Memory], caller: Caller, *, source: dict[str, Any],
@@ -109,8 +110,10 @@ class MemoryService:
 
     def propose(self, caller: Caller, *, text: str, quote: str, source: dict[str, Any],
                 occurred_at: datetime | None, visibility: str = "general", team: str | None = None,
-                review: str = NORMAL, id: UUID | None = None, receipt: str | None = None) -> dict[str, Any]:
-        """A candidate, for the person to review. Learning from receipts builds on this."""
+                review: str = NORMAL, id: UUID | None = None, receipt: str | None = None,
+                valid_from: datetime | None = None, valid_to: datetime | None = None,
+                actor: str = "engram") -> dict[str, Any]:
+        """A candidate, for the person to review. Learning from receipts and imports build on this."""
         Access(caller).require_holder()
         self._text(text)
         if refuse_secrets(self.policy, text, quote) == SENSITIVE_CONTENT:
@@ -120,7 +123,8 @@ class MemoryService:
         memory = self._create(
             Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
             evidence=[Evidence(quote, origin, occurred_at or now).as_dict()],
-            review=review, expires_at=now + self.candidate_ttl, actor="engram", at=now, id=id, receipt=receipt,
+            review=review, expires_at=now + self.candidate_ttl, actor=actor, at=now, id=id, receipt=receipt,
+            valid_from=valid_from, valid_to=valid_to,
         )
         return candidate_of(memory)
 
