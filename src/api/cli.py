@@ -1,4 +1,4 @@
-"""`engram`: serve, token, projections, migrate."""
+"""`engram`: serve, token, projections, migrate, backup, restore."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 
+from engram.adapters.backups import serving
 from engram.adapters.database import Database, EmbeddedPostgres
 from engram.adapters.migrations import SchemaTooNew, database_status, migrate_database
 
@@ -45,9 +47,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # ordinary exit so the projectors and the embedded PostgreSQL are stopped below.
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
-        uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
-                    log_level="warning", access_log=False,
-                    timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
+        with serving(engram.database.conninfo):  # `engram restore DIR` refuses while this is held
+            uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
+                        log_level="warning", access_log=False,
+                        timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
     finally:
         engram.close()
     return 0
@@ -131,15 +134,52 @@ def _distributed_engram() -> Engram:
     return Engram.open(settings, background=False)
 
 
-def cmd_restore(args: argparse.Namespace) -> int:
+def cmd_backup(args: argparse.Namespace) -> int:
     engram = Engram.open(_settings(), background=False)
     try:
-        counts = engram.operations.restore_fence(_progress_bar("rebuild"))
-        print(f"fence applied: {counts['tombstones']} tombstones, {counts['keys_destroyed']} keys destroyed, "
-              f"{counts['events_appended']} events appended; projections rebuilt")
+        assert engram.backups is not None
+        record = engram.backups.take(Path(args.dir), engram.database, engram.operations.fence.journal)
+        print(f"backup {record.id} written to {record.path} ({record.size} bytes, schema version "
+              f"{record.schema_version}); catalogued in {engram.backups.catalog.path}")
     finally:
         engram.close()
     return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    if args.dir is None and not args.fence:
+        raise ValueError("say which backup to restore (engram restore DIR), or --fence after restoring one yourself")
+    merged = 0
+    if args.dir is not None:
+        from engram.domain.clock import Clock
+        from engram.service.backups import Backups, catalog_of
+
+        settings = _settings()
+        backups = Backups(catalog_of(settings), settings, Clock())
+        record = backups.restorable(Path(args.dir))  # refused before the database is touched
+        with _database() as database:
+            backups.restore_database(record, database)
+            print(f"database restored from backup {record.id} (taken {record.taken_at.isoformat()})", file=sys.stderr)
+            engram = Engram.open(settings, database=database, background=False)
+            try:
+                merged = backups.merge_tombstones(record, engram.operations.fence)
+                _fence(engram, merged)
+            finally:
+                engram.close()
+        return 0
+    engram = Engram.open(_settings(), background=False)
+    try:
+        _fence(engram, merged)
+    finally:
+        engram.close()
+    return 0
+
+
+def _fence(engram: Engram, merged: int) -> None:
+    counts = engram.operations.restore_fence(_progress_bar("rebuild"))
+    print(f"fence applied: {counts['tombstones']} tombstones ({merged} added from the backup), "
+          f"{counts['keys_destroyed']} keys destroyed, {counts['events_appended']} events appended; "
+          "projections rebuilt")
 
 
 @contextmanager
@@ -209,7 +249,8 @@ def cmd_relay(args: argparse.Namespace) -> int:
                   alive=_alive_file(args.alive_file))
     print(f"engram relay: publishing to {engram.settings.kafka_bootstrap}", file=sys.stderr)
     try:
-        return _run_until_signalled(relay.run)
+        with serving(engram.database.conninfo):
+            return _run_until_signalled(relay.run)
     finally:
         engram.close()
 
@@ -231,7 +272,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                              alive=_alive_file(args.alive_file))
     print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
     try:
-        return _run_until_signalled(worker.run)
+        with serving(engram.database.conninfo):
+            return _run_until_signalled(worker.run)
     finally:
         engram.close()
 
@@ -257,9 +299,16 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("hindsight-key", help="print the public key Hindsight's Engram guard verifies service tokens with"
                    ).set_defaults(func=cmd_hindsight_key)
 
-    rs = sub.add_parser("restore", help="after restoring a database backup, make every forget hold again")
-    rs.add_argument("--fence", action="store_true", required=True,
-                    help="replay all tombstones, then rebuild every projection")
+    b = sub.add_parser("backup", help="write a backup (database and tombstones) to a new directory; catalog it")
+    b.add_argument("dir", metavar="DIR", help="a new or empty directory outside the data and tombstone directories")
+    b.set_defaults(func=cmd_backup)
+
+    rs = sub.add_parser("restore", help="restore a catalogued backup (stop every service first); always ends "
+                                        "with the tombstone fence")
+    rs.add_argument("dir", metavar="DIR", nargs="?", help="a directory `engram backup` wrote and the catalog keeps")
+    rs.add_argument("--fence", action="store_true",
+                    help="only the fence: replay all tombstones, then rebuild every projection (after restoring "
+                         "a database by other means)")
     rs.set_defaults(func=cmd_restore)
 
     alive_help = "touch this file while the loop runs (a container health check reads its age)"

@@ -12,15 +12,18 @@ Its tables come from the numbered migrations (0003): Hindsight's reports cannot 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from psycopg import Cursor
+
+from engram.domain.backup import BackupsCopy
 
 EVENT_STORE = "event_store"
 RECALL_VIEW = "recall_view"
 REVIEW_QUEUE = "review_queue"
 HINDSIGHT = "hindsight"
+BACKUPS = "backups"
 
 ALWAYS = (EVENT_STORE, RECALL_VIEW, REVIEW_QUEUE)
 
@@ -28,11 +31,17 @@ STOPPED_USING = "stopped_using"
 PURGE_COMPLETE = "purge_complete"
 
 
+class BackupCopies(Protocol):
+    """The backup catalog (`adapters.backups.BackupCatalog`): a forget's `backups` copy, read when asked."""
+
+    def copy_state(self, requested_at: datetime) -> BackupsCopy: ...
+
 
 class PurgeTracker:
-    def __init__(self, datastore: Any, copies: tuple[str, ...] = ALWAYS) -> None:
+    def __init__(self, datastore: Any, copies: tuple[str, ...] = ALWAYS, backups: BackupCopies | None = None) -> None:
         self.datastore = datastore
         self.copies = copies
+        self.backups = backups  # nobody reports backups: their copy is read from the catalog at report time
 
     # -- reports, each in the reporter's own transaction ----------------------
 
@@ -70,6 +79,11 @@ class PurgeTracker:
         copies = []
         for name in self.copies:
             row = found.get(name)
+            if name == BACKUPS and self.backups is not None and head is not None:
+                backups = self.backups.copy_state(head["requested_at"])
+                copies.append({"copy": name, "state": backups.state, "evidence": backups.evidence,
+                               "purged_at": backups.purged_at})
+                continue
             copies.append({"copy": name, "state": row["state"] if row else "pending",
                            "evidence": row["evidence"] if row else None,
                            "purged_at": row["purged_at"] if row else None})
