@@ -103,8 +103,9 @@ def _run(args: list[str], database: Database, what: str) -> None:
     env = {**os.environ, "PGPASSWORD": database.password}  # never on the command line
     done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        # pg_dump's messages name objects and options, not row contents
-        raise BackupFailed(f"{what} failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+        # only the error lines: DETAIL and CONTEXT lines may quote a row's values
+        errors = [line for line in done.stderr.splitlines() if " error: " in line and "COPY" not in line]
+        raise BackupFailed(f"{what} failed (exit {done.returncode}): {'; '.join(errors)[-500:] or 'no message'}")
 
 
 def _connection_args(database: Database) -> list[str]:
@@ -127,7 +128,7 @@ def restore(database: Database, source: Path) -> None:
           "--dbname", database.dbname, str(source)], database, "pg_restore")
 
 
-class BackupFailed(Exception):
+class BackupFailed(RuntimeError):
     """pg_dump or pg_restore did not finish."""
 
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
-from engram.adapters.backups import serving
+from engram.adapters.backups import BackupFailed, serving
 from engram.adapters.database import Database, EmbeddedPostgres
 from engram.adapters.migrations import SchemaTooNew, database_status, migrate_database
 
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as e:  # a setting: name the variable, never echo its value
         print(f"engram: invalid configuration: {describe(e)}", file=sys.stderr)
         return 2
-    except (ValueError, SchemaTooNew) as e:
+    except (ValueError, SchemaTooNew, BackupFailed) as e:
         print(f"engram: {e}", file=sys.stderr)
         return 2
 

@@ -22,6 +22,7 @@ from engram.adapters.backups import (
     MANIFEST,
     TOMBSTONES,
     BackupCatalog,
+    BackupFailed,
     delete_files,
     directory_size,
     dump,
@@ -130,7 +131,11 @@ class Backups:
         if service_running(database.conninfo):
             raise BackupRefused("a service (engram serve, relay or worker) is running against the database: "
                                 "stop every one of them first, then restore")
-        restore(database, Path(record.path) / DUMP)
+        try:
+            restore(database, Path(record.path) / DUMP)
+        except BackupFailed as e:
+            raise BackupFailed(f"{e}. The database may be incomplete: fix the cause and run `engram restore "
+                               f"{record.path}` again (no service may start on it meanwhile)") from None
         log.info("database restored from backup %s", record.id)
 
     def merge_tombstones(self, record: BackupRecord, fence: Fence) -> int:

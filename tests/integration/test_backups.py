@@ -197,6 +197,19 @@ def test_bad_backups_and_restores_are_refused_with_nothing_changed(env: Settings
         b.close()
     assert main(["restore", "--fence"]) == 0  # the fence alone still works
 
+    # a dump pg_restore cannot read: the command says so, and says how to recover
+    broken = tmp_path / "backups" / "broken"
+    assert main(["backup", str(broken)]) == 0
+    (broken / "database.dump").write_bytes(b"PGDMP" + b"\0" * 64)
+    refused(["restore", str(broken)], "pg_restore failed")
+    refused(["restore", str(broken)], "The database may be incomplete: fix the cause and run `engram restore")
+    assert main(["restore", str(good)]) == 0
+    b = Engram.open(env, background=False)
+    try:
+        assert stored_events(b) == events  # the good backup's events again
+    finally:
+        b.close()
+
 
 def test_restore_adds_the_backups_tombstones_the_journal_lacks(env: Settings, tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
