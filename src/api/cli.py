@@ -14,6 +14,8 @@ from pathlib import Path
 from engram.adapters.backups import BackupFailed, serving
 from engram.adapters.database import Database, EmbeddedPostgres
 from engram.adapters.migrations import SchemaTooNew, database_status, migrate_database
+from engram.domain.clock import Clock
+from engram.service.backups import Backups, catalog_of
 
 from .bootstrap import PROJECTIONS, Engram, master_key, token_secret
 from .identity import issue_token
@@ -151,9 +153,6 @@ def cmd_restore(args: argparse.Namespace) -> int:
         raise ValueError("say which backup to restore (engram restore DIR), or --fence after restoring one yourself")
     merged = 0
     if args.dir is not None:
-        from engram.domain.clock import Clock
-        from engram.service.backups import Backups, catalog_of
-
         settings = _settings()
         backups = Backups(catalog_of(settings), settings, Clock())
         record = backups.restorable(Path(args.dir))  # refused before the database is touched
