@@ -135,9 +135,12 @@ class BackupFailed(RuntimeError):
 @contextlib.contextmanager
 def serving(conninfo: str) -> Iterator[None]:
     """Hold the serving lock (shared) while the block runs: a restore sees a service is running."""
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    conn = psycopg.connect(conninfo, autocommit=True)
+    try:
         conn.execute("SELECT pg_advisory_lock_shared(%s)", (SERVING_LOCK,))
         yield
+    finally:
+        conn.close()  # never raises, also after the database went away meanwhile (the lock went with it)
 
 
 def service_running(conninfo: str) -> bool:
