@@ -401,6 +401,7 @@ class TombstonePublisher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._one_at_a_time = threading.Lock()  # the thread and a caller would publish the same rows
         self._outage = Outage(log, "tombstone publishing")
 
     def kick(self) -> None:
@@ -408,6 +409,10 @@ class TombstonePublisher:
 
     def publish_pending(self, limit: int = 500) -> int:
         """Publish what is unpublished, in order; stops at the first failure (raised)."""
+        with self._one_at_a_time:
+            return self._publish_pending(limit)
+
+    def _publish_pending(self, limit: int) -> int:
         done = 0
         while True:
             batch = self.outbox.unpublished(limit)
@@ -427,13 +432,15 @@ class TombstonePublisher:
 
     def reconcile(self) -> int:
         """Publish again every tombstone of the outbox the journal does not hold."""
-        held = {tombstone_key(t) for t in self.journal.all()}
-        lost = [tombstone_key(t) for t in self.outbox.all() if tombstone_key(t) not in held]
-        if lost:
+        with self._one_at_a_time:
+            held = {tombstone_key(t) for t in self.journal.all()}
+            lost = [tombstone_key(t) for t in self.outbox.all() if tombstone_key(t) not in held]
+            if not lost:
+                return 0
             log.warning("the tombstone journal lacks %d tombstone(s) the database holds; publishing them again",
                         len(lost))
             self.outbox.republish(lost)
-        return self.publish_pending() if lost else 0
+            return self._publish_pending(500)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="engram-tombstone-publisher", daemon=True)

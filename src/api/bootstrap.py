@@ -22,10 +22,11 @@ from engram.projections.base import ProjectorRunner, ViewProjection, safe_decode
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
-from engram.projections.purge import ALWAYS, HINDSIGHT, KAFKA, PurgeTracker
+from engram.projections.purge import ALWAYS, BACKUPS, HINDSIGHT, KAFKA, PurgeTracker
 from engram.projections.recall import RecallProjection, RecallView
 from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
+from engram.service.backups import Backups, catalog_of
 from engram.service.governance import GovernanceService
 from engram.service.hindsight_sync import HindsightSyncer
 from engram.service.importer import MemoryImporter
@@ -71,6 +72,7 @@ class Engram:
     sweepers: list[Sweeper] = field(default_factory=list)
     publisher: TombstonePublisher | None = None
     importer: MemoryImporter | None = None  # `engram import`; always set by `open`
+    backups: Backups | None = None
 
     @classmethod
     def open(
@@ -98,6 +100,7 @@ class Engram:
         fence = Fence(journal)
         copies = (*ALWAYS, *((HINDSIGHT,) if settings.hindsight_url else ()),
                   *((KAFKA,) if settings.kafka_bootstrap else ()))
+        catalog = catalog_of(settings)  # beside the journal: a restore cannot roll it back
         # API replicas, relays and workers may start together: one of them creates the schema at a time.
         with schema_lock(database.conninfo) as conn:
             migrate(conn, lock_held=True)  # the tables events cannot rebuild
@@ -118,7 +121,7 @@ class Engram:
                     embedded.stop()
                 raise FenceRequired(len(unfenced))
             index = BlindIndex(master)
-            purge = PurgeTracker(datastore, copies)
+            purge = PurgeTracker(datastore, (*copies, BACKUPS), backups=catalog)
             views = {"recall": RecallView(datastore, "recall"), "review": ReviewView(datastore, "review"),
                      "governance": GovernanceView(datastore, "governance"), "inbox": InboxView(datastore, "inbox")}
             if settings.hindsight_url:
@@ -162,6 +165,7 @@ class Engram:
             syncer = HindsightSyncer(ledger, HindsightClient(settings.hindsight_url, signing_key=signing_key), purge)
             semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
                                      settings.hindsight_deadline_ms)
+        backups = Backups(catalog, settings, ledger.clock)
         recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes)
         sweepers = []
         if background:
@@ -170,10 +174,11 @@ class Engram:
                         Sweeper(learning.work, settings.worker_interval)]
             if syncer is not None:
                 sweepers.append(Sweeper(syncer.sync, settings.worker_interval))
+            sweepers.append(Sweeper(backups.expire, settings.sweep_interval))
         engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,
                      GovernanceService(ledger), learning,
                      Operations(ledger, projections, learning, fence, settings, syncer),
-                     syncer, embedded, sweepers,
+                     syncer, embedded, sweepers, backups=backups,
                      importer=MemoryImporter(memories, fence, master.import_key, fence.loaded.wait))
         assert store.outbox is not None
         engram.publisher = TombstonePublisher(store.outbox, journal, ledger.clock)

@@ -1,4 +1,4 @@
-"""`engram`: serve, token, projections, migrate, import."""
+"""`engram`: serve, token, projections, migrate, backup, restore, import."""
 
 from __future__ import annotations
 
@@ -9,10 +9,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
+from engram.adapters.backups import BackupFailed, serving
 from engram.adapters.database import Database, EmbeddedPostgres
 from engram.adapters.migrations import SchemaTooNew, database_status, migrate_database
 from engram.adapters.tombstones import FenceRequired
+from engram.domain.clock import Clock
+from engram.service.backups import Backups, catalog_of
 
 from .bootstrap import PROJECTIONS, Engram, master_key, token_secret
 from .identity import issue_token
@@ -46,9 +51,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # ordinary exit so the projectors and the embedded PostgreSQL are stopped below.
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
-        uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
-                    log_level="warning", access_log=False,
-                    timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
+        with serving(engram.database.conninfo):  # `engram restore DIR` refuses while this is held
+            uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
+                        log_level="warning", access_log=False,
+                        timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
     finally:
         engram.close()
     return 0
@@ -132,12 +138,13 @@ def _distributed_engram() -> Engram:
     return Engram.open(settings, background=False)
 
 
-def cmd_restore(args: argparse.Namespace) -> int:
-    engram = Engram.open(_settings(), background=False, fenced=False)
+def cmd_backup(args: argparse.Namespace) -> int:
+    engram = Engram.open(_settings(), background=False)
     try:
-        counts = engram.operations.restore_fence(_progress_bar("rebuild"))
-        print(f"fence applied: {counts['tombstones']} tombstones, {counts['keys_destroyed']} keys destroyed, "
-              f"{counts['events_appended']} events appended; projections rebuilt")
+        assert engram.backups is not None
+        record = engram.backups.take(Path(args.dir), engram.database, engram.operations.fence.journal)
+        print(f"backup {record.id} written to {record.path} ({record.size} bytes, schema version "
+              f"{record.schema_version}); catalogued in {engram.backups.catalog.path}")
     finally:
         engram.close()
     return 0
@@ -173,6 +180,57 @@ def cmd_import(args: argparse.Namespace) -> int:
               "the file again skips it", file=sys.stderr)
         return 1
     return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    if args.dir is None and not args.fence:
+        raise ValueError("say which backup to restore (engram restore DIR), or --fence after restoring one yourself")
+    merged = 0
+    if args.dir is not None:
+        settings = _settings()
+        backups = Backups(catalog_of(settings), settings, Clock())
+        record = backups.restorable(Path(args.dir))  # refused before the database is touched
+        with _database() as database:
+            _publish_pending_tombstones(settings, database)  # the database about to be replaced may hold some
+            backups.restore_database(record, database)
+            print(f"database restored from backup {record.id} (taken {record.taken_at.isoformat()})", file=sys.stderr)
+            engram = Engram.open(settings, database=database, background=False, fenced=False)
+            try:
+                merged = backups.merge_tombstones(record, engram.operations.fence)
+                _fence(engram, merged)
+            finally:
+                engram.close()
+        return 0
+    engram = Engram.open(_settings(), background=False, fenced=False)
+    try:
+        _fence(engram, merged)
+    finally:
+        engram.close()
+    return 0
+
+
+def _publish_pending_tombstones(settings: Any, database: Database) -> None:
+    """Copy the outbox's unpublished tombstones to the journal before the database is replaced."""
+    try:
+        engram = Engram.open(settings, database=database, background=False, fenced=False)
+    except Exception as e:  # noqa: BLE001 - a database too broken to open has nothing to publish
+        print(f"engram restore: the current database could not be read ({type(e).__name__}); "
+              "restoring anyway", file=sys.stderr)
+        return
+    try:
+        assert engram.publisher is not None
+        published = engram.publisher.publish_pending()
+        if published:
+            print(f"{published} tombstone(s) of the current database published to the journal first", file=sys.stderr)
+    finally:
+        engram.close()
+
+
+def _fence(engram: Engram, merged: int) -> None:
+    counts = engram.operations.restore_fence(_progress_bar("rebuild"))
+    print(f"fence applied: {counts['tombstones']} tombstones ({merged} added from the backup), "
+          f"{counts['keys_destroyed']} keys destroyed, {counts['events_appended']} events appended; "
+          "projections rebuilt")
 
 
 @contextmanager
@@ -242,7 +300,8 @@ def cmd_relay(args: argparse.Namespace) -> int:
                   alive=_alive_file(args.alive_file))
     print(f"engram relay: publishing to {engram.settings.kafka_bootstrap}", file=sys.stderr)
     try:
-        return _run_until_signalled(relay.run)
+        with serving(engram.database.conninfo):
+            return _run_until_signalled(relay.run)
     finally:
         engram.close()
 
@@ -264,7 +323,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                              alive=_alive_file(args.alive_file))
     print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
     try:
-        return _run_until_signalled(worker.run)
+        with serving(engram.database.conninfo):
+            return _run_until_signalled(worker.run)
     finally:
         engram.close()
 
@@ -290,9 +350,16 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("hindsight-key", help="print the public key Hindsight's Engram guard verifies service tokens with"
                    ).set_defaults(func=cmd_hindsight_key)
 
-    rs = sub.add_parser("restore", help="after restoring a database backup, make every forget hold again")
-    rs.add_argument("--fence", action="store_true", required=True,
-                    help="replay all tombstones, then rebuild every projection")
+    b = sub.add_parser("backup", help="write a backup (database and tombstones) to a new directory; catalog it")
+    b.add_argument("dir", metavar="DIR", help="a new or empty directory outside the data and tombstone directories")
+    b.set_defaults(func=cmd_backup)
+
+    rs = sub.add_parser("restore", help="restore a catalogued backup (stop every service first); always ends "
+                                        "with the tombstone fence")
+    rs.add_argument("dir", metavar="DIR", nargs="?", help="a directory `engram backup` wrote and the catalog keeps")
+    rs.add_argument("--fence", action="store_true",
+                    help="only the fence: replay all tombstones, then rebuild every projection (after restoring "
+                         "a database by other means)")
     rs.set_defaults(func=cmd_restore)
 
     alive_help = "touch this file while the loop runs (a container health check reads its age)"
@@ -335,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as e:  # a setting: name the variable, never echo its value
         print(f"engram: invalid configuration: {describe(e)}", file=sys.stderr)
         return 2
-    except (ValueError, SchemaTooNew, FenceRequired) as e:
+    except (ValueError, SchemaTooNew, FenceRequired, BackupFailed) as e:
         print(f"engram: {e}", file=sys.stderr)
         return 2
 

@@ -14,10 +14,12 @@ from, the Hindsight syncer reports Hindsight once it has checked the document is
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from psycopg import Cursor
+
+from engram.domain.backup import BackupsCopy
 
 EVENT_STORE = "event_store"
 RECALL_VIEW = "recall_view"
@@ -25,6 +27,7 @@ REVIEW_QUEUE = "review_queue"
 INBOX = "inbox"
 HINDSIGHT = "hindsight"
 KAFKA = "kafka"
+BACKUPS = "backups"
 
 ALWAYS = (EVENT_STORE, RECALL_VIEW, REVIEW_QUEUE, INBOX)
 
@@ -32,11 +35,17 @@ STOPPED_USING = "stopped_using"
 PURGE_COMPLETE = "purge_complete"
 
 
+class BackupCopies(Protocol):
+    """The backup catalog (`adapters.backups.BackupCatalog`): a forget's `backups` copy, read when asked."""
+
+    def copy_state(self, requested_at: datetime) -> BackupsCopy: ...
+
 
 class PurgeTracker:
-    def __init__(self, datastore: Any, copies: tuple[str, ...] = ALWAYS) -> None:
+    def __init__(self, datastore: Any, copies: tuple[str, ...] = ALWAYS, backups: BackupCopies | None = None) -> None:
         self.datastore = datastore
         self.copies = copies
+        self.backups = backups  # nobody reports backups: their copy is read from the catalog at report time
 
     # -- reports, each in the reporter's own transaction ----------------------
 
@@ -74,6 +83,11 @@ class PurgeTracker:
         copies = []
         for name in self.copies:
             row = found.get(name)
+            if name == BACKUPS and self.backups is not None and head is not None:
+                backups = self.backups.copy_state(head["requested_at"])
+                copies.append({"copy": name, "state": backups.state, "evidence": backups.evidence,
+                               "purged_at": backups.purged_at})
+                continue
             copies.append({"copy": name, "state": row["state"] if row else "pending",
                            "evidence": row["evidence"] if row else None,
                            "purged_at": row["purged_at"] if row else None})

@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Seconds = Annotated[float, Field(gt=0)]
 Count = Annotated[int, Field(ge=1)]
+MAX_BACKUP_RETENTION_DAYS = 30
 
 
 class Settings(BaseSettings):
@@ -25,6 +26,8 @@ class Settings(BaseSettings):
     max_text_bytes: Count = 8192
     max_token_days: Seconds = 30
     candidate_ttl_days: Seconds = 30
+    # a forget reaches every backup within this many days (ADR 0016): more is refused at start-up
+    backup_retention_days: Seconds = MAX_BACKUP_RETENTION_DAYS
     mode: Literal["off", "shadow", "enabled"] = "enabled"
     company_allowlist: Annotated[frozenset[str], NoDecode] = frozenset()
     poll_interval: Seconds = 1.0
@@ -53,6 +56,14 @@ class Settings(BaseSettings):
     def _comma_separated(cls, value: object) -> object:
         if isinstance(value, str):
             return frozenset(c.strip() for c in value.split(",") if c.strip())
+        return value
+
+    @field_validator("backup_retention_days")
+    @classmethod
+    def _backups_age_out(cls, value: float) -> float:
+        if value > MAX_BACKUP_RETENTION_DAYS:
+            raise ValueError(f"at most {MAX_BACKUP_RETENTION_DAYS} days: a forget must reach every backup within "
+                             f"{MAX_BACKUP_RETENTION_DAYS} days, so no backup may be kept longer")
         return value
 
     @field_validator("daily_tokens", "daily_calls", "person_daily_tokens", "person_daily_calls",

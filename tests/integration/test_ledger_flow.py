@@ -76,7 +76,8 @@ def test_remember_recall_correct_forget(engram) -> None:
         status = after.get(f"/v1/forgets/{forget_id}", headers=alice).json()
         assert status["status"] == "purge_complete"
         assert {c["copy"]: c["state"] for c in status["copies"]} == {
-            "event_store": "purged", "recall_view": "purged", "review_queue": "purged", "inbox": "purged"}
+            "event_store": "purged", "recall_view": "purged", "review_queue": "purged", "inbox": "purged",
+            "backups": "purged"}  # no backup was taken before the forget
         assert {c["copy"]: c["evidence"] for c in status["copies"]}["inbox"] == "no receipt payload produced this memory"
         assert all(c["evidence"] and c["purged_at"] for c in status["copies"])
 

@@ -42,6 +42,7 @@ def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(("name", "value"), [
     ("ENGRAM_MODE", "sometimes"), ("ENGRAM_MAX_TEXT_BYTES", "-1"), ("ENGRAM_DB_POOL_SIZE", "-2"),
     ("ENGRAM_POLL_INTERVAL", "soon"), ("ENGRAM_DAILY_CALLS", "1.5"), ("ENGRAM_MAX_TOKEN_DAYS", "-3"),
+    ("ENGRAM_BACKUP_RETENTION_DAYS", "31"), ("ENGRAM_BACKUP_RETENTION_DAYS", "-2"),
 ])
 def test_a_bad_value_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     monkeypatch.setenv(name, value)
@@ -57,3 +58,13 @@ def test_the_command_stops_with_the_variable_named(tmp_path: Path) -> None:
                        text=True, timeout=60)
     assert r.returncode == 2 and r.stdout == ""
     assert "ENGRAM_MODE" in r.stderr and "sometimes" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_backup_retention_is_at_most_thirty_days(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().backup_retention_days == 30
+    monkeypatch.setenv("ENGRAM_BACKUP_RETENTION_DAYS", "0.5")  # fractions of a day are allowed
+    assert Settings().backup_retention_days == 0.5
+    monkeypatch.setenv("ENGRAM_BACKUP_RETENTION_DAYS", "30.01")
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    assert "at most 30 days" in describe(refused.value)
