@@ -199,6 +199,7 @@ class Relay:
         if created and await asyncio.to_thread(self.position) > 0:
             safe = await asyncio.to_thread(self._rewind)
             log.warning("events topic was missing; re-publishing from %d", safe)
+            await asyncio.to_thread(self._tombstones_lost)
         producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", request_timeout_ms=10_000,
                                     linger_ms=2)
         checker = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, request_timeout_ms=10_000)
@@ -209,6 +210,13 @@ class Relay:
             await _stop_quietly(producer, checker)
             raise
         return producer, checker
+
+    def _tombstones_lost(self) -> None:
+        """A broker that lost events lost tombstones too: every process's publisher sends them all again."""
+        from .tombstones import TombstoneOutbox
+
+        republished = TombstoneOutbox.republish_all(self.datastore)
+        log.warning("the broker lost its data: %d tombstone(s) will be published again", republished)
 
     async def _check_broker(self, checker: AIOKafkaConsumer | None) -> None:
         """The broker answers (a broker error otherwise: the caller reconnects) and still holds all
@@ -227,6 +235,7 @@ class Relay:
             await ensure_topics(self.bootstrap, self.partitions)
             safe = await asyncio.to_thread(self._rewind)
             log.warning("broker lost published events (partitions %s); re-publishing from %d", lost, safe)
+            await asyncio.to_thread(self._tombstones_lost)
 
     async def _publish_batch(self, producer: AIOKafkaProducer) -> int:
         position = await asyncio.to_thread(self.position)

@@ -116,6 +116,13 @@ class TombstoneOutbox:
             curs.execute("UPDATE engram_tombstones SET published_at = NULL WHERE key = ANY(%s)", (wanted,))
             return int(curs.rowcount or 0)
 
+    @staticmethod
+    def republish_all(datastore: Any) -> int:
+        """The journal lost everything (a broker's data): publish every tombstone again."""
+        with datastore.transaction(commit=True) as curs:
+            curs.execute("UPDATE engram_tombstones SET published_at = NULL WHERE published_at IS NOT NULL")
+            return int(curs.rowcount or 0)
+
     def all(self) -> list[dict[str, Any]]:
         with self.datastore.transaction(commit=False) as curs:
             curs.execute("SELECT record FROM engram_tombstones ORDER BY seq")
