@@ -22,10 +22,11 @@ from engram.projections.base import ProjectorRunner, ViewProjection, safe_decode
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
-from engram.projections.purge import ALWAYS, HINDSIGHT, PurgeTracker
+from engram.projections.purge import ALWAYS, HINDSIGHT, AccountForgets, PurgeTracker
 from engram.projections.recall import RecallProjection, RecallView
 from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
+from engram.service.forgetting import ForgettingService, Pace
 from engram.service.governance import GovernanceService
 from engram.service.hindsight_sync import HindsightSyncer
 from engram.service.learning import LearningRules, LearningService
@@ -68,6 +69,7 @@ class Engram:
     syncer: HindsightSyncer | None = None
     embedded: EmbeddedPostgres | None = None
     sweepers: list[Sweeper] = field(default_factory=list)
+    forgetting: ForgettingService | None = None  # bulk and account forgets (always set by `open`)
 
     @classmethod
     def open(
@@ -146,9 +148,12 @@ class Engram:
             semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
                                      settings.hindsight_deadline_ms)
         recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes)
+        forgetting = ForgettingService(memories, AccountForgets(datastore, purge), queries,
+                                       request=Pace(settings.forget_request_members, 2.0))
         sweepers = []
         if background:
             sweepers = [Sweeper(memories.expire_due_candidates, settings.sweep_interval),
+                        Sweeper(forgetting.continue_account_forgets, settings.worker_interval),
                         Sweeper(learning.clear_processed_payloads, settings.sweep_interval),
                         Sweeper(learning.work, settings.worker_interval)]
             if syncer is not None:
@@ -156,7 +161,7 @@ class Engram:
         engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,
                      GovernanceService(ledger), learning,
                      Operations(ledger, projections, learning, fence, settings, syncer),
-                     syncer, embedded, sweepers)
+                     syncer, embedded, sweepers, forgetting)
         if not distributed:
             runner.catch_up_all()
             if background:

@@ -173,8 +173,13 @@ class MemoryService:
         then, so forget reloads and records again rather than report a conflict.
         """
         access = self._holder(caller)
+        return self.forget_loaded(lambda: self._load(access, memory_id), actor=caller.bot or caller.person)
+
+    def forget_loaded(self, load: Callable[[], Memory], *, actor: str) -> dict[str, Any]:
+        """The forget itself, of the memory `load` returns once the caller's right to it is checked
+        (`load` raises otherwise, and runs again on a retry). Bulk and account forgets come here too."""
         for _attempt in range(5):
-            memory = self._load(access, memory_id)
+            memory = load()
             if memory.is_forgotten:
                 if memory.receipt:  # an earlier attempt may have stopped before clearing it
                     self.clear_receipt_payload(UUID(memory.receipt), "memory_forgotten")
@@ -183,8 +188,7 @@ class MemoryService:
             forget_id = "fg-" + uuid4().hex
             self.ledger.tombstone("forget", memory.id, memory.company, person=memory.person, forget_id=forget_id)
             destroyed_at = self.keys.destroy(memory.id, memory.company, now)
-            memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at,
-                          actor=caller.bot or caller.person, at=now)
+            memory.forget(forget_id=forget_id, key_destroyed_at=destroyed_at, actor=actor, at=now)
             try:
                 self.ledger.save(memory)
             except Conflict:
