@@ -153,8 +153,8 @@ class ForgetManyIn(BaseModel):
     """Exactly one of `ids` and `source_id`."""
 
     model_config = ConfigDict(extra="forbid")
-    ids: list[Id] | None = Field(default=None, min_length=1, max_length=1000,
-                                 description="1 to 1000 memory ids; all or nothing")
+    ids: list[Id] | None = Field(default=None, min_length=1, max_length=100,
+                                 description="1 to 100 memory ids; all or nothing")
     source_id: Id | None = Field(default=None, description="every memory of the caller from this source")
 
     @model_validator(mode="after")

@@ -145,10 +145,11 @@ class RecallQueries:
             ).fetchall())
 
     def of_source(self, *, company: str, person: str, source_id: str, limit: int) -> list[dict[str, Any]]:
-        """A person's memories (every status) from one source, oldest first: for forgetting by source."""
+        """A person's memories (every status) from one source, for forgetting by source: those not yet
+        forgotten first (so asking again always gets further), oldest first."""
         with self.datastore.get_connection() as conn:
             return list(conn.execute(
                 "SELECT memory_id, company, person, visibility, team, source, status FROM engram_memories "
                 "WHERE company = %s AND person = %s AND source->>'id' = %s "
-                "ORDER BY created_at, memory_id LIMIT %s", (company, person, source_id, limit),
+                "ORDER BY status = 'forgotten', created_at, memory_id LIMIT %s", (company, person, source_id, limit),
             ).fetchall())

@@ -76,7 +76,7 @@ def test_bulk_is_checked_whole_before_anything_is_forgotten(engram, client) -> N
     before = stored_events(engram)
     for ids in ([mine, bobs], [mine, str(uuid.uuid4())], [mine, "not-a-memory-id"]):
         is_problem(forget_many(client, {"ids": ids}), 404, "not_found")
-    for body in ({"ids": []}, {"ids": [str(uuid.uuid4()) for _ in range(1001)]}, {},
+    for body in ({"ids": []}, {"ids": [str(uuid.uuid4()) for _ in range(101)]}, {},
                  {"ids": [mine], "source_id": "chat-42"}, {"ids": [1]}, {"source_id": ""}):
         is_problem(forget_many(client, body), 422, "validation_error")
     assert stored_events(engram) == before  # nothing forgotten, nothing written
@@ -102,7 +102,7 @@ def test_bulk_by_source_forgets_every_memory_and_candidate_of_that_source(engram
     assert r.status_code == 202, r.text
     answer = r.json()
     assert answer["more"] is False and len(answer["forget_ids"]) == 3
-    assert answer["forget_ids"][0] == earlier_forget  # already forgotten: its own forget id
+    assert answer["forget_ids"][-1] == earlier_forget  # already forgotten (listed last): its own forget id
     for forget_id in answer["forget_ids"]:
         assert purged_everywhere(status(client, forget_id))
     for memory_id in (earlier, confirmed, candidate["id"]):  # revoked: out of every list, so read the store
@@ -111,6 +111,17 @@ def test_bulk_by_source_forgets_every_memory_and_candidate_of_that_source(engram
     assert texts(client) == {"Reports as bullet points"}
     assert client.get(f"/v1/memories/{bobs}", headers=auth(user="bob")).json()["text"] == "I prefer coffee"
     assert forget_many(client, {"source_id": "chat-none"}).json() == {"forget_ids": [], "more": False}
+
+
+def test_a_large_source_is_forgotten_a_hundred_a_request(client) -> None:
+    made = [remember(client, f"I prefer tea number {n}")["id"] for n in range(101)]
+    first = forget_many(client, {"source_id": "chat-42"}).json()
+    assert len(first["forget_ids"]) == 100 and first["more"] is True
+    assert texts(client) == {"I prefer tea number 100"}  # the oldest first
+    second = forget_many(client, {"source_id": "chat-42"}).json()
+    assert second["more"] is False and len(second["forget_ids"]) == 100
+    assert len(set(second["forget_ids"]) - set(first["forget_ids"])) == 1  # the rest: forgotten ones' own ids
+    assert texts(client) == set() and len(made) == 101
 
 
 def test_a_registered_bot_forgets_what_it_may_use_and_an_unregistered_one_nothing(engram, client) -> None:
