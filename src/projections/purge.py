@@ -197,6 +197,15 @@ class AccountForgets:
             ).fetchall()
         return [r["receipt_uuid"] for r in rows]
 
+    def learning_in_flight(self, company: str, person: str, now: datetime) -> bool:
+        """A learning worker holds a live lease on one of the person's receipts: it may still propose a
+        candidate from text it read before the payload was cleared, so the account forget is not done."""
+        with self.datastore.get_connection() as conn:
+            return conn.execute(
+                "SELECT 1 FROM engram_inbox_leases l JOIN engram_inbox i USING (receipt_uuid) "
+                "WHERE i.company = %s AND i.person = %s AND l.lease_until > %s LIMIT 1", (company, person, now),
+            ).fetchone() is not None
+
     def member(self, forget_id: str, memory_id: UUID, member_forget_id: str, earlier: bool) -> None:
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(

@@ -55,6 +55,8 @@ class AccountForgetRecords(Protocol):
 
     def remaining_receipts(self, company: str, person: str, limit: int, skip: Any = ()) -> list[Any]: ...
 
+    def learning_in_flight(self, company: str, person: str, now: datetime) -> bool: ...
+
     def member(self, forget_id: str, memory_id: UUID, member_forget_id: str, earlier: bool) -> None: ...
 
     def receipts_cleared(self, forget_id: str, count: int) -> None: ...
@@ -219,6 +221,7 @@ class ForgettingService:
                     if time.monotonic() >= deadline:
                         break
             if not failed and not self.accounts.remaining_receipts(company, person, 1) \
+                    and not self.accounts.learning_in_flight(company, person, self.clock.now()) \
                     and not self.accounts.remaining_memories(forget_id, company, person, 1):
                 self._settings(company, person, actor, paused=False)  # reset to the defaults
                 self.accounts.finish(forget_id, self.clock.now())

@@ -5,6 +5,7 @@ bulk by ids (all or nothing) and by source, a person's `POST /v1/me/forget` and 
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -236,6 +237,27 @@ def test_an_account_forget_stops_use_at_once_and_the_sweeper_finishes_it(setting
             assert fresh["forget_id"] != first["forget_id"]
     finally:
         system.close()
+
+
+def test_an_account_forget_waits_for_a_learning_worker_still_holding_a_receipt(engram, client) -> None:
+    receipt = {"receipt_id": "r-1", "author": "user", "text": "I prefer weekly reports as short bullet points.",
+               "source": {"kind": "chat", "id": "chat-7", "message_id": "m-1"}}
+    assert client.post("/v1/receipts", json=receipt, headers=ALICE).status_code == 202
+    now = engram.ledger.clock.now()
+    [leased] = engram.learning.inbox.claim(now, now + timedelta(minutes=2), 10)  # a worker took it
+
+    first = client.post("/v1/me/forget", headers=ALICE).json()
+    assert first["status"] == "stopped_using"  # its text is cleared, but the worker may still propose
+    assert engram.ledger.get(leased, Receipt).cleared
+    assert engram.forgetting.continue_account_forgets() == 1
+    assert status(client, first["forget_id"])["finished_at"] is None
+
+    assert engram.learning.process(leased)  # the worker ends: learning is paused, nothing is learned
+    assert client.get("/v1/receipts/r-1", headers=ALICE).json() == {
+        "receipt_id": "r-1", "state": "ignored", "reason": "learning_paused"}
+    engram.forgetting.continue_account_forgets()
+    done = status(client, first["forget_id"])
+    assert done["finished_at"] and done["status"] == "purge_complete" and done["receipts_cleared"] == 1
 
 
 def test_an_account_with_nothing_is_purge_complete_at_once(client) -> None:

@@ -14,7 +14,7 @@ router = APIRouter(route_class=JsonRoute, tags=["forgetting"])
 
 
 @router.post("/v1/memories/forget", status_code=202, response_model=ForgetMany,
-             responses=answers(None, 403, 404))
+             responses=answers(None, 403, 404, 409))
 def forget_many(body: ForgetManyIn, who: Who, forgetting: Forgetting) -> Any:
     return forgetting.forget_many(who, ids=body.ids, source_id=body.source_id)
 
