@@ -22,11 +22,12 @@ from engram.projections.base import ProjectorRunner, ViewProjection, safe_decode
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
-from engram.projections.purge import ALWAYS, BACKUPS, HINDSIGHT, KAFKA, PurgeTracker
+from engram.projections.purge import ALWAYS, BACKUPS, HINDSIGHT, KAFKA, AccountForgets, PurgeTracker
 from engram.projections.recall import RecallProjection, RecallView
 from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
 from engram.service.backups import Backups, catalog_of
+from engram.service.forgetting import ForgettingService, Pace
 from engram.service.governance import GovernanceService
 from engram.service.hindsight_sync import HindsightSyncer
 from engram.service.importer import MemoryImporter
@@ -70,6 +71,7 @@ class Engram:
     syncer: HindsightSyncer | None = None
     embedded: EmbeddedPostgres | None = None
     sweepers: list[Sweeper] = field(default_factory=list)
+    forgetting: ForgettingService | None = None  # bulk and account forgets (always set by `open`)
     publisher: TombstonePublisher | None = None
     importer: MemoryImporter | None = None  # `engram import`; always set by `open`
     backups: Backups | None = None
@@ -167,9 +169,12 @@ class Engram:
                                      settings.hindsight_deadline_ms)
         backups = Backups(catalog, settings, ledger.clock)
         recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes)
+        forgetting = ForgettingService(memories, AccountForgets(datastore, purge), queries,
+                                       request=Pace(settings.forget_request_members, 2.0))
         sweepers = []
         if background:
             sweepers = [Sweeper(memories.expire_due_candidates, settings.sweep_interval),
+                        Sweeper(forgetting.continue_account_forgets, settings.worker_interval),
                         Sweeper(learning.clear_processed_payloads, settings.sweep_interval),
                         Sweeper(learning.work, settings.worker_interval)]
             if syncer is not None:
@@ -178,7 +183,7 @@ class Engram:
         engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,
                      GovernanceService(ledger), learning,
                      Operations(ledger, projections, learning, fence, settings, syncer),
-                     syncer, embedded, sweepers, backups=backups,
+                     syncer, embedded, sweepers, forgetting, backups=backups,
                      importer=MemoryImporter(memories, fence, master.import_key, fence.loaded.wait))
         assert store.outbox is not None
         engram.publisher = TombstonePublisher(store.outbox, journal, ledger.clock)

@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI, Request, Security
 from engram.adapters.availability import Availability
 from engram.domain.access import Access
 from engram.domain.scope import Caller
+from engram.service.forgetting import ForgettingService
 from engram.service.governance import GovernanceService
 from engram.service.learning import LearningService
 from engram.service.ledger import Ledger
@@ -58,6 +59,12 @@ async def ledger(request: Request) -> Ledger:
     return ledger_of(_root(request))
 
 
+async def forgetting_service(request: Request) -> ForgettingService:
+    forgetting = _root(request).forgetting
+    assert forgetting is not None  # `Engram.open` always builds it
+    return forgetting
+
+
 async def governance_service(request: Request) -> GovernanceService:
     return _root(request).governance
 
@@ -81,6 +88,7 @@ async def deployment_settings(request: Request) -> Settings:
 Memories = Annotated[MemoryService, Depends(memory_service)]
 Recall = Annotated[RecallService, Depends(recall_service)]
 Writes = Annotated[Ledger, Depends(ledger)]
+Forgetting = Annotated[ForgettingService, Depends(forgetting_service)]
 Governance = Annotated[GovernanceService, Depends(governance_service)]
 Learning = Annotated[LearningService, Depends(learning_service)]
 Operations = Annotated[OperationsService, Depends(operations_service)]

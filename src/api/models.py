@@ -147,9 +147,30 @@ class ForgetCopy(BaseModel):
 
 class ForgetStatus(BaseModel):
     forget_id: str
-    memory_id: str
+    memory_id: str | None = Field(default=None, description="a memory forget: its memory; absent for an account")
     status: str = Field(description="stopped_using or purge_complete")
-    copies: list[ForgetCopy]
+    copies: list[ForgetCopy] = Field(description="an account forget: each copy aggregated over its memories, "
+                                                 "purged when every one's is")
+    kind: str = Field(description="memory or account")
+    # account forgets only
+    person: str | None = Field(default=None, description="an account forget: whose account")
+    memories: int | None = Field(default=None, description="an account forget: the memories it covers")
+    receipts_cleared: int | None = Field(default=None, description="an account forget: receipt payloads it cleared")
+    requested_at: Timestamp | None = None
+    finished_at: Timestamp | None = Field(default=None, description="an account forget: when every memory was "
+                                                                    "forgotten and every receipt cleared; null until then")
+
+
+class ForgetList(BaseModel):
+    items: list[ForgetStatus]
+    next_cursor: str | None
+
+
+class ForgetMany(BaseModel):
+    forget_ids: list[str] = Field(description="one per memory, in the order asked (already forgotten: its forget id)")
+    more: bool | None = Field(default=None, description="by source: true when more of its memories remain than one "
+                                                        "request forgets (ask again); absent for ids")
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
 
 
 class Rejected(BaseModel):

@@ -18,6 +18,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -146,3 +147,18 @@ class ReceiptIn(BaseModel):
     source: SourceIn
     visibility: Literal["general", "restricted"] = "general"
     team: Id | None = None
+
+
+class ForgetManyIn(BaseModel):
+    """Exactly one of `ids` and `source_id`."""
+
+    model_config = ConfigDict(extra="forbid")
+    ids: list[Id] | None = Field(default=None, min_length=1, max_length=100,
+                                 description="1 to 100 memory ids; all or nothing")
+    source_id: Id | None = Field(default=None, description="every memory of the caller from this source")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ForgetManyIn:
+        if (self.ids is None) == (self.source_id is None):
+            raise ValueError("give either ids or source_id")
+        return self

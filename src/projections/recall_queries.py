@@ -143,3 +143,13 @@ class RecallQueries:
                 "SELECT m.memory_id FROM engram_memories m JOIN engram_data_keys k ON k.key_id = m.memory_id "
                 "WHERE m.status IN ('expired', 'rejected') LIMIT %s", (limit,),
             ).fetchall())
+
+    def of_source(self, *, company: str, person: str, source_id: str, limit: int) -> list[dict[str, Any]]:
+        """A person's memories (every status) from one source, for forgetting by source: those not yet
+        forgotten first (so asking again always gets further), oldest first."""
+        with self.datastore.get_connection() as conn:
+            return list(conn.execute(
+                "SELECT memory_id, company, person, visibility, team, source, status FROM engram_memories "
+                "WHERE company = %s AND person = %s AND source->>'id' = %s "
+                "ORDER BY status = 'forgotten', created_at, memory_id LIMIT %s", (company, person, source_id, limit),
+            ).fetchall())

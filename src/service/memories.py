@@ -188,15 +188,20 @@ class MemoryService:
         forget reloads and tries again rather than report a conflict.
         """
         access = self._holder(caller)
+        return self.forget_loaded(lambda: self._load(access, memory_id), actor=caller.bot or caller.person)
+
+    def forget_loaded(self, load: Callable[[], Memory], *, actor: str) -> dict[str, Any]:
+        """The forget itself, of the memory `load` returns once the caller's right to it is checked
+        (`load` raises otherwise, and runs again on a retry). Bulk and account forgets come here too."""
         for _attempt in range(5):
-            memory = self._load(access, memory_id)
+            memory = load()
             if memory.is_forgotten:
                 if memory.receipt:  # forgotten before receipts were cleared in the same transaction
                     self.clear_receipt_payload(UUID(memory.receipt), "memory_forgotten")
                 return {"forget_id": memory.forget_id, "status": self.purge.status(memory.forget_id)}
             now = self.clock.now()
             forget_id = "fg-" + uuid4().hex
-            memory.forget(forget_id=forget_id, key_destroyed_at=now, actor=caller.bot or caller.person, at=now)
+            memory.forget(forget_id=forget_id, key_destroyed_at=now, actor=actor, at=now)
             try:
                 self._save_closing(memory, "forget", forget_id=forget_id)
             except Conflict:

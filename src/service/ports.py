@@ -72,6 +72,8 @@ class PurgeReports(Protocol):
 
     def status_of(self, copies: list[dict[str, Any]]) -> str: ...
 
+    def reports(self, forget_ids: list[str]) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]: ...
+
 
 class Standing(Protocol):
     @property

@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     db_lock_timeout: Seconds = 5.0
     db_idle_timeout: Seconds = 5.0
     db_connect_timeout: Seconds = 2.0
+    forget_request_members: Count = 100  # an account forget request forgets this many, the sweeper the rest
 
     @field_validator("company_allowlist", mode="before")
     @classmethod
@@ -67,7 +68,7 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("daily_tokens", "daily_calls", "person_daily_tokens", "person_daily_calls",
-                     "max_text_bytes", "kafka_partitions", "db_pool_size", mode="before")
+                     "max_text_bytes", "kafka_partitions", "db_pool_size", "forget_request_members", mode="before")
     @classmethod
     def _whole(cls, value: object) -> object:
         """Counts may be written like 2.5e5, as they always could; a fraction of one is refused."""

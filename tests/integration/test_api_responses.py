@@ -180,10 +180,18 @@ def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.Monk
 
         forgotten = call("POST", "/v1/memories/{memory_id}/forget", 202, memory_id=first["id"])
         call("GET", "/v1/forgets/{forget_id}", 200, forget_id=forgotten["forget_id"])
+        many = call("POST", "/v1/memories", 201, json=remember_body("I keep my notes in Obsidian"))
+        call("POST", "/v1/memories/forget", 202, json={"ids": [many["id"]]})
+        assert "more" in call("POST", "/v1/memories/forget", 202, json={"source_id": "chat-42"})
+        call("GET", "/v1/forgets", 200, params={"limit": 1})
+        account = call("POST", "/v1/admin/people/{person}/forget", 202, admin, person="bob")
+        assert call("GET", "/v1/forgets/{forget_id}", 200, admin, forget_id=account["forget_id"])["kind"] == "account"
         call("POST", "/v1/sources/{source_id}/revoke", 202, source_id="chat-7")
         call("GET", "/v1/export", 200)
         call("GET", "/v1/export", 200, params={"format": "markdown"})
         call("GET", "/v1/admin/status", 200, admin)
+        call("POST", "/v1/me/forget", 202)  # last: everything alice holds goes
+        call("GET", "/v1/forgets", 200)
 
         doc = client.get("/openapi.json").json()
 

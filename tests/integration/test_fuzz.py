@@ -378,7 +378,8 @@ def extreme_requests(draw: Any, templates: list[tuple[str, str, dict[str, Any]]]
                                              ("POST", "/v1/memories/{}/forget"), ("GET", "/v1/forgets/{}"),
                                              ("GET", "/v1/receipts/{}"), ("POST", "/v1/sources/{}/revoke"),
                                              ("POST", "/v1/candidates/{}/reject"),
-                                             ("POST", "/v1/memories/{}/correct")]))
+                                             ("POST", "/v1/memories/{}/correct"),
+                                             ("POST", "/v1/admin/people/{}/forget")]))
         return method, path.format(quoted or "%20"), None, None
     if kind == "query":
         def quote(value: Any) -> str:
@@ -387,7 +388,9 @@ def extreme_requests(draw: Any, templates: list[tuple[str, str, dict[str, Any]]]
         name = draw(st.sampled_from(["limit", "q", "cursor", "status", "format"]), label="query parameter")
         value = draw(st.sampled_from(HUGE_INTEGERS + EXTREME_IDS + ["a" * 1024, "a" * 1025, "a" * 512, "a" * 513])
                      | tricky_text, label="query value")
-        path = "/v1/export" if name == "format" else "/v1/memories"
+        path = "/v1/export" if name == "format" else draw(
+            st.sampled_from(["/v1/memories", "/v1/forgets"] if name in ("limit", "cursor") else ["/v1/memories"]),
+            label="listing")
         return "GET", f"{path}?{name}={quote(value)}", None, None
     if kind == "directory":  # the person-id limit: at it and one past, in teams or in sources
         size = draw(st.sampled_from([10_000, 10_001]), label="distinct people")

@@ -4,9 +4,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ..dependencies import Admin, Governance, Who
+from ..dependencies import Admin, Forgetting, Governance, Who
 from ..middleware import JsonRoute
-from ..models import DirectoryOut, PersonSettingsOut, Revocation
+from ..models import DirectoryOut, ForgetAccepted, PersonSettingsOut, Revocation
 from ..reference import STORED_NOT_VISIBLE, answers
 from ..schemas import DirectoryIn, PathId, PersonSettingsIn
 
@@ -22,6 +22,13 @@ def get_directory(who: Admin, governance: Governance) -> Any:
             responses=answers({202: (DirectoryOut, STORED_NOT_VISIBLE)}, 403))
 def put_directory(who: Admin, governance: Governance, body: DirectoryIn) -> Any:
     return governance.put_directory(who, body.model_dump())
+
+
+@router.post("/v1/admin/people/{person}/forget", status_code=202, response_model=ForgetAccepted,
+             responses=answers(None, 403), tags=["forgetting"])
+def forget_person(person: PathId, who: Admin, forgetting: Forgetting) -> Any:
+    """Everything the person holds in the admin's company, as `POST /v1/me/forget` (ADR 0015)."""
+    return forgetting.forget_person(who, person)
 
 
 @router.post("/v1/sources/{source_id}/revoke", status_code=202, response_model=Revocation,
