@@ -137,6 +137,13 @@ def cmd_restore(args: argparse.Namespace) -> int:
         counts = engram.operations.restore_fence(_progress_bar("rebuild"))
         print(f"fence applied: {counts['tombstones']} tombstones, {counts['keys_destroyed']} keys destroyed, "
               f"{counts['events_appended']} events appended; projections rebuilt")
+        if "hindsight_unreachable" in counts:
+            print("hindsight: unreachable, deleted documents not checked; `engram serve` audits them "
+                  "(ENGRAM_HINDSIGHT_AUDIT_INTERVAL)")
+        if "hindsight_checked" in counts:
+            print(f"hindsight: {counts['hindsight_checked']} deleted documents checked, "
+                  f"{counts['hindsight_found_again']} found again, {counts['hindsight_deleted_again']} deleted again "
+                  "(the others are retried by `engram serve`)")
     finally:
         engram.close()
     return 0
