@@ -18,6 +18,8 @@ Work on one memory is ordered (ADR 0018):
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,7 +42,7 @@ log = logging.getLogger("engram.hindsight")
 
 MAX_BACKOFF = timedelta(minutes=30)
 PURGE_PROBES = 3  # recalls with a deleted document's own fact texts, to check nothing still points at it
-MIN_LEASE = timedelta(minutes=2)  # and at least four of the client's request timeouts
+MIN_LEASE = timedelta(minutes=5)  # and at least ten of the client's request timeouts
 RETAIN_DOUBT = timedelta(minutes=10)  # how long a retain Hindsight did not answer may still land
 AUDIT_BATCH = 100  # deleted documents the periodic audit re-reads per run
 
@@ -77,7 +79,7 @@ class HindsightSyncer:
 
     @property
     def lease(self) -> timedelta:
-        return max(MIN_LEASE, timedelta(seconds=4 * float(getattr(self.client, "timeout", 30.0))))
+        return max(MIN_LEASE, timedelta(seconds=10 * float(getattr(self.client, "timeout", 30.0))))
 
     def _now(self) -> datetime:
         return self.ledger.clock.now()
@@ -139,12 +141,18 @@ class HindsightSyncer:
         """Work through up to `limit` wishes, one claim at a time; returns how many were completed."""
         done = 0
         deleted: list[_Deleted] = []
+        since = time.monotonic()
         try:
             for _ in range(limit):
                 row = self._claim()
                 if row is None:
                     break
+                if not deleted:
+                    since = time.monotonic()
                 done += self._work(row, deleted)
+                if deleted and time.monotonic() - since > self.lease.total_seconds() / 2:
+                    done += self._report(deleted)  # while their leases still hold
+                    deleted = []
         finally:
             done += self._report(deleted)
         return done
@@ -196,9 +204,8 @@ class HindsightSyncer:
 
     def _delete(self, row: dict[str, Any], bank: str) -> int | _Deleted:
         memory_id, document_id = row["memory_id"], str(row["memory_id"])
-        self._hold(memory_id)
         present = self.client.exists(bank, document_id)
-        facts, probes = self._delete_and_confirm(bank, document_id)
+        facts, probes = self._delete_and_confirm(bank, document_id, lambda: self._hold(memory_id))
         now = self._now()
         back = (present or bool(facts)) and row["deleted_at"] is not None
         if present or facts or row["deleted_at"] is None:
@@ -221,12 +228,14 @@ class HindsightSyncer:
         report = row["action"] == "delete" and bool(row["forget_id"]) and (back or not self._reported(row))
         return _Deleted(row, evidence, deleted_at, report)
 
-    def _delete_and_confirm(self, bank: str, document_id: str) -> tuple[list[tuple[str, str]], int]:
-        """Delete the document, then show it is gone: the document answers 404, none of its facts is
-        listed, and recalling each of its facts' own words returns nothing that references it (no
-        fact of the document, no observation derived from one). Returns its facts before, and the
-        number of recall probes."""
+    def _delete_and_confirm(self, bank: str, document_id: str,
+                            hold: Callable[[], None]) -> tuple[list[tuple[str, str]], int]:
+        """Delete the document (`hold` renews the lease just before), then show it is gone: the
+        document answers 404, none of its facts is listed, and recalling each of its facts' own
+        words returns nothing that references it (no fact of the document, no observation derived
+        from one). Returns its facts before, and the number of recall probes."""
         facts = self.client.document_facts(bank, document_id)
+        hold()
         self.client.delete(bank, document_id)
         if self.client.exists(bank, document_id):
             raise HindsightUnavailable("document still present after delete")
