@@ -175,6 +175,38 @@ def test_a_retain_that_timed_out_but_lands_later_is_deleted_again_before_purge_c
     assert "checked again at" in copy["evidence"] and "1 fact(s) before" in copy["evidence"]
 
 
+def test_a_late_retain_of_replaced_text_is_replaced_again(system, hindsight) -> None:
+    """A correction while the old text's retain is still running somewhere: the replaced text must
+    not stay in Hindsight once that retain lands."""
+    hs = client(hindsight)
+    memory_id = remember(system, "The all-hands meeting is on Monday mornings")
+    go = threading.Event()
+    late: list[threading.Thread] = []
+    timing_out = client(hindsight)
+    real_retain = timing_out.retain
+
+    def retain_that_times_out(*args: Any, **kwargs: Any) -> None:
+        thread = threading.Thread(target=lambda: (go.wait(60), real_retain(*args, **kwargs)))
+        thread.start()
+        late.append(thread)
+        raise HindsightUnavailable("ReadTimeout")
+
+    timing_out.retain = retain_that_times_out  # type: ignore[method-assign]
+    assert HindsightSyncer(system.ledger, timing_out, system.syncer.purge).sync(limit=1) == 0
+    system.memories.correct(ALICE, memory_id, text="The all-hands meeting moved to Thursday afternoons",
+                            valid_from=None, valid_to=None, reason=None)
+    assert system.syncer.sync() == 0  # retained, but the older retain may still land: not done yet
+    assert [t for _, t in hs.document_facts(BANK, memory_id)] == ["The all-hands meeting moved to Thursday afternoons"]
+    go.set()
+    late[0].join(60)
+    assert [t for _, t in hs.document_facts(BANK, memory_id)] == ["The all-hands meeting is on Monday mornings"]
+
+    system.ledger.clock = Later(datetime.now(UTC) + timedelta(hours=1))
+    assert system.syncer.sync() == 1
+    assert [t for _, t in hs.document_facts(BANK, memory_id)] == ["The all-hands meeting moved to Thursday afternoons"]
+    assert system.syncer.backlog() == {"done": 1}
+
+
 def test_deletes_are_claimed_before_failing_retains(system, hindsight) -> None:
     """Four retains fail slowly (their requests time out); a forget's delete does not wait behind them."""
     hs = client(hindsight)
