@@ -96,7 +96,7 @@ class HindsightServer:
             self.proc = None
 
 
-def start_with_fake_llm(database, log: Path, *, guard_public_key: str, observations: bool = False,  # noqa: ANN001
+def start_with_fake_llm(database, log: Path, *, guard_public_key: str | None, observations: bool = False,  # noqa: ANN001
                         observe=None) -> HindsightServer:  # noqa: ANN001
     """A Hindsight on its own database with its own fake LLM (as `server.llm`); `close()` stops both."""
     from fake_llm import FakeLLM

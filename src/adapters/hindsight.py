@@ -16,7 +16,9 @@ from typing import Any
 from uuid import UUID
 
 import httpx
+import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from psycopg import sql
 
 from engram.domain.hints import SemanticHints, SemanticIndexUnavailable
 from engram.domain.scope import GENERAL, Scope
@@ -27,6 +29,11 @@ TOKEN_TTL = 120.0
 
 class HindsightUnavailable(Exception):
     """Down, slow or answering errors; the caller falls back or retries."""
+
+
+class HindsightRefused(HindsightUnavailable):
+    """The request certainly did nothing: Hindsight refused it (4xx), or it never reached Hindsight
+    (no connection). After a timeout or a 5xx, by contrast, a retain may still land."""
 
 
 def bank_for(scope: Scope) -> str:
@@ -56,6 +63,7 @@ class HindsightClient:
 
     def __init__(self, base_url: str, *, signing_key: Ed25519PrivateKey | None = None, timeout: float = 30.0) -> None:
         self.http = httpx.Client(base_url=base_url.rstrip("/") + "/v1/default/banks", timeout=timeout)
+        self.timeout = timeout
         self.signing_key = signing_key
         self._banks: set[str] = set()
         self._tokens: dict[str, tuple[str, float]] = {}
@@ -75,6 +83,8 @@ class HindsightClient:
     def _call(self, method: str, bank: str, path: str = "", **kwargs: Any) -> httpx.Response:
         try:
             r = self.http.request(method, f"/{bank}{path}", headers=self._auth(bank), **kwargs)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
+            raise HindsightRefused(type(e).__name__) from None  # nothing was sent
         except httpx.HTTPError as e:
             raise HindsightUnavailable(type(e).__name__) from None
         if r.status_code >= 500:
@@ -86,7 +96,7 @@ class HindsightClient:
             return
         r = self._call("PUT", bank, json={})
         if r.status_code >= 400:
-            raise HindsightUnavailable(f"bank could not be created ({r.status_code})")
+            raise HindsightRefused(f"bank could not be created ({r.status_code})")
         self._banks.add(bank)
 
     def retain(self, bank: str, document_id: str, content: str, timestamp: datetime | None) -> None:
@@ -96,7 +106,7 @@ class HindsightClient:
             item["timestamp"] = timestamp.isoformat()
         r = self._call("POST", bank, "/memories", json={"items": [item], "async": False})
         if r.status_code >= 400:
-            raise HindsightUnavailable(f"retain refused ({r.status_code})")
+            raise HindsightRefused(f"retain refused ({r.status_code})")
 
     def delete(self, bank: str, document_id: str) -> None:
         r = self._call("DELETE", bank, f"/documents/{document_id}")
@@ -142,6 +152,41 @@ class HindsightClient:
             else:
                 hints.append(Hint(kind, score, document_id=res.get("document_id")))
         return hints
+
+
+# Hindsight 1.1.0's tables that hold a document's text or words derived from it (facts, chunks,
+# entities, observations and their history, operation payloads, LLM traces).
+TEXT_TABLES = ("memory_units", "documents", "chunks", "entities", "unit_entities", "memory_links",
+               "entity_cooccurrences", "observation_sources", "observation_history", "invalidated_memory_units",
+               "async_operations", "llm_requests", "audit_log")
+
+
+class HindsightDatabase:
+    """Hindsight's own PostgreSQL, when the operator gives Engram access to it
+    (`ENGRAM_HINDSIGHT_DATABASE_URL`; the role needs MAINTAIN on these tables, e.g. `pg_maintain`).
+    A deleted row stays readable in the table's dead tuples until VACUUM, and in the planner's
+    statistics (`pg_stats`) until the next ANALYZE; this runs both."""
+
+    def __init__(self, url: str, *, connect_timeout: float = 5.0) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+
+    def vacuum(self) -> list[str]:
+        """VACUUM (ANALYZE) each text table that exists in Hindsight's schema; returns their names."""
+        try:
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=int(self.connect_timeout)) as conn:
+                rows = conn.execute(
+                    "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND c.relname = ANY(%s) "
+                    "ORDER BY c.relname", (list(TEXT_TABLES),)).fetchall()
+                tables = [str(r[0]) for r in rows]
+                for table in tables:
+                    conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(sql.Identifier(table)))
+        except psycopg.Error as e:  # the class only: a database message can quote the data
+            raise HindsightUnavailable(f"hindsight database: {type(e).__name__}") from None
+        if "memory_units" not in tables:
+            raise HindsightUnavailable("hindsight database: its tables were not found (wrong database or schema?)")
+        return tables
 
 
 class SemanticIndex:

@@ -12,7 +12,7 @@ from engram.adapters.content_rules import ContentRules
 from engram.adapters.crypto import MasterKey
 from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
-from engram.adapters.hindsight import HindsightClient, SemanticIndex
+from engram.adapters.hindsight import HindsightClient, HindsightDatabase, SemanticIndex
 from engram.adapters.migrations import migrate, schema_lock
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
@@ -164,7 +164,9 @@ class Engram:
         syncer = semantic = None
         if settings.hindsight_url:
             signing_key = master.hindsight_signing_key()
-            syncer = HindsightSyncer(ledger, HindsightClient(settings.hindsight_url, signing_key=signing_key), purge)
+            syncer = HindsightSyncer(ledger, HindsightClient(settings.hindsight_url, signing_key=signing_key), purge,
+                                     HindsightDatabase(settings.hindsight_database_url)
+                                     if settings.hindsight_database_url else None)
             semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
                                      settings.hindsight_deadline_ms)
         backups = Backups(catalog, settings, ledger.clock)
@@ -179,6 +181,7 @@ class Engram:
                         Sweeper(learning.work, settings.worker_interval)]
             if syncer is not None:
                 sweepers.append(Sweeper(syncer.sync, settings.worker_interval))
+                sweepers.append(Sweeper(syncer.audit, settings.hindsight_audit_interval))
             sweepers.append(Sweeper(backups.expire, settings.sweep_interval))
         engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,
                      GovernanceService(ledger), learning,

@@ -231,6 +231,13 @@ def _fence(engram: Engram, merged: int) -> None:
     print(f"fence applied: {counts['tombstones']} tombstones ({merged} added from the backup), "
           f"{counts['keys_destroyed']} keys destroyed, {counts['events_appended']} events appended; "
           "projections rebuilt")
+    if "hindsight_unreachable" in counts:
+        print("hindsight: unreachable, deleted documents not checked; `engram serve` audits them "
+              "(ENGRAM_HINDSIGHT_AUDIT_INTERVAL)")
+    if "hindsight_checked" in counts:
+        print(f"hindsight: {counts['hindsight_checked']} deleted documents checked, "
+              f"{counts['hindsight_found_again']} found again, {counts['hindsight_deleted_again']} deleted again "
+              "(the others are retried by `engram serve`)")
 
 
 @contextmanager

@@ -5,9 +5,13 @@
     HINDSIGHT_API_OPERATION_VALIDATOR_EXTENSION=hindsight_guard.extension:EngramBankGuard
     HINDSIGHT_API_OPERATION_VALIDATOR_ENGRAM_PUBLIC_KEY=<the same>
 
-The tenant extension answers 401 to any request without a valid Engram service token; the validator
-answers 403 to any operation on a bank the token does not name, and refuses reflect, mental models
-and imports outright (Engram never uses them; they would keep text Engram cannot purge).
+The tenant extension answers 401 to any request without a valid Engram service token. The validator
+allows a token exactly what Engram does (`engram.adapters.hindsight.HindsightClient`), on exactly the
+banks it names: create the bank (with Hindsight's defaults: no settings), read its profile, retain
+a document (text only), recall, read and delete a document, list a document's facts. Everything
+else answers 403 for every token: bank settings, missions and names, aliases (an alias named after
+another person's bank id would capture that person's requests), mental models, directives,
+webhooks, imports, reflect, consolidation, memory-unit edits, bank deletion, exports.
 Background work Hindsight runs for itself (`internal`) was authorized when it was submitted.
 """
 
@@ -20,11 +24,17 @@ from hindsight_api.config import get_config
 from hindsight_api.extensions.operation_validator import (
     BankListScope,
     OperationValidatorExtension,
+    PrecheckOperation,
     ValidationResult,
 )
 from hindsight_api.extensions.tenant import AuthenticationError, Tenant, TenantContext, TenantExtension
 
 from .tokens import InvalidServiceToken, load_public_key, presented, verify_until
+
+# The operations Engram performs, by the names Hindsight gives them; nothing else is allowed.
+ENGRAM_PRECHECKS = frozenset({PrecheckOperation.RETAIN, PrecheckOperation.RECALL})
+ENGRAM_READS = frozenset({"get_bank_profile", "get_document", "list_memory_units"})
+ENGRAM_WRITES = frozenset({"delete_document"})
 
 
 class _Verifier:
@@ -85,50 +95,62 @@ class EngramBankGuard(OperationValidatorExtension):
         return ValidationResult.accept()
 
     @staticmethod
-    def _never(what: str) -> ValidationResult:
-        return ValidationResult.reject(f"{what} is disabled for Engram banks", 403)
+    def _internal(request_context: Any) -> bool:
+        return request_context is not None and bool(getattr(request_context, "internal", False))
+
+    def _never(self, what: str, request_context: Any = None) -> ValidationResult:
+        if self._internal(request_context):  # Hindsight's own background work
+            return ValidationResult.accept()
+        return ValidationResult.reject(f"{what} is not an operation Engram performs", 403)
 
     async def precheck(self, ctx: Any) -> ValidationResult:
+        if str(ctx.operation) not in ENGRAM_PRECHECKS:
+            return self._never(str(ctx.operation), ctx.request_context)
         return self._bank(ctx.bank_id, ctx.request_context)
 
     async def validate_retain(self, ctx: Any) -> ValidationResult:
+        if not self._internal(ctx.request_context):
+            if getattr(ctx, "attachments", None) or getattr(ctx, "fact_type_override", None):
+                return self._never("retaining attachments or typed facts")
+            if not all(isinstance(item, dict) and item.get("document_id") for item in ctx.contents or []):
+                return self._never("retaining text outside a document")
         return self._bank(ctx.bank_id, ctx.request_context)
 
     async def validate_recall(self, ctx: Any) -> ValidationResult:
         return self._bank(ctx.bank_id, ctx.request_context)
 
     async def validate_reflect(self, ctx: Any) -> ValidationResult:
-        return self._never("reflect")
+        return self._never("reflect", ctx.request_context)
 
     async def validate_consolidate(self, ctx: Any) -> ValidationResult:
-        return self._bank(ctx.bank_id, ctx.request_context)
+        return self._never("consolidation on request", ctx.request_context)
 
     async def validate_bank_read(self, ctx: Any) -> ValidationResult:
+        if str(ctx.operation) not in ENGRAM_READS:
+            return self._never(str(ctx.operation), ctx.request_context)
         return self._bank(ctx.bank_id, ctx.request_context)
 
     async def validate_bank_write(self, ctx: Any) -> ValidationResult:
-        if str(ctx.operation) in ("create_mental_model", "update_mental_model", "create_knowledge_page",
-                                  "update_knowledge_page", "import_documents"):
-            return self._never(str(ctx.operation))
+        if str(ctx.operation) not in ENGRAM_WRITES:
+            return self._never(str(ctx.operation), ctx.request_context)
         return self._bank(ctx.bank_id, ctx.request_context)
 
     async def validate_create_bank(self, ctx: Any) -> ValidationResult:
         return self._bank(ctx.bank_id, ctx.request_context)
 
     async def validate_import(self, ctx: Any) -> ValidationResult:
-        return self._never("import")
+        return self._never("import", ctx.request_context)
 
     async def validate_mental_model_get(self, ctx: Any) -> ValidationResult:
-        return self._bank(ctx.bank_id, ctx.request_context)
+        return self._never("mental models", ctx.request_context)
 
     async def validate_mental_model_refresh(self, ctx: Any) -> ValidationResult:
-        return self._never("mental models")
+        return self._never("mental models", ctx.request_context)
 
     async def validate_memory_update(self, ctx: Any) -> ValidationResult:
-        return self._never("editing memory units")
+        return self._never("editing memory units", ctx.request_context)
 
     async def bank_list_scope(self, request_context: Any) -> BankListScope | None:
-        try:
-            return BankListScope(bank_ids=sorted(self.verifier.banks(getattr(request_context, "api_key", None))))
-        except InvalidServiceToken:
-            return BankListScope(bank_ids=[])
+        if self._internal(request_context):
+            return None
+        return BankListScope(bank_ids=[])  # Engram never lists banks: a token sees none

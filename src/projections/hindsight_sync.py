@@ -26,15 +26,17 @@ CREATE TABLE IF NOT EXISTS engram_hindsight_sync (
     memory_id uuid PRIMARY KEY,
     action text NOT NULL,            -- retain | withdraw (scope lost, may return) | delete (final)
     revision int NOT NULL,
+    generation bigint NOT NULL,      -- the event that made this wish: a syncer's late answer for an older one changes nothing
     forget_id text,
     state text NOT NULL,             -- pending | done
     attempts int NOT NULL DEFAULT 0,
-    next_attempt_at timestamptz,
+    next_attempt_at timestamptz,     -- backoff only; leases are engram_hindsight_leases (migration 0006)
     last_error text,
     synced_at timestamptz,
     changed_at timestamptz NOT NULL
 );
-CREATE INDEX IF NOT EXISTS engram_hindsight_sync_pending ON engram_hindsight_sync (changed_at) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS engram_hindsight_sync_pending ON engram_hindsight_sync ((action = 'retain'), changed_at)
+    WHERE state = 'pending';
 CREATE TABLE IF NOT EXISTS engram_hindsight_scopes (
     memory_id uuid PRIMARY KEY,
     company text NOT NULL,
@@ -76,24 +78,25 @@ class HindsightSyncProjection(ViewProjection):
                 (e.originator_id, e.company, e.person, e.visibility, e.team, (e.source or {}).get("id")),
             )
             if isinstance(e, Memory.Remembered):
-                self._want_retain(curs, e, 1)
+                self._want_retain(curs, e, 1, tracking)
         elif isinstance(e, Memory.Confirmed):
-            self._want_retain(curs, e, None)
+            self._want_retain(curs, e, None, tracking)
         elif isinstance(e, Memory.Corrected):
-            self._want_retain(curs, e, e.revision)
+            self._want_retain(curs, e, e.revision, tracking)
         elif isinstance(e, (Memory.Forgotten, Memory.Expired, Memory.Rejected)):
-            self._want(curs, e.originator_id, "delete", None, e.timestamp, getattr(e, "forget_id", None))
+            self._want(curs, e.originator_id, "delete", None, e.timestamp, tracking.notification_id,
+                       getattr(e, "forget_id", None))
         elif isinstance(e, CompanyDirectory.Opened):
             self._directory(curs, e.company)
         elif isinstance(e, CompanyDirectory.Replaced):
             curs.execute("UPDATE engram_hindsight_directories SET document = %s WHERE directory_id = %s "
                          "RETURNING company, document, revoked", (Jsonb(e.document), e.originator_id))
-            self._redecide(curs, curs.fetchone(), e.timestamp)
+            self._redecide(curs, curs.fetchone(), e.timestamp, tracking)
         elif isinstance(e, CompanyDirectory.SourceRevoked):
             curs.execute("UPDATE engram_hindsight_directories SET revoked = revoked || %s WHERE directory_id = %s "
                          "RETURNING company, document, revoked",
                          (Jsonb([{"source_id": e.source_id, "person": e.person}]), e.originator_id))
-            self._redecide(curs, curs.fetchone(), e.timestamp)
+            self._redecide(curs, curs.fetchone(), e.timestamp, tracking)
 
     @staticmethod
     def _directory(curs: Cursor[Any], company: str, *, share: bool = False) -> dict[str, Any]:
@@ -117,15 +120,16 @@ class HindsightSyncProjection(ViewProjection):
         return may_use(owner, Scope(scope["company"], scope["person"], scope["visibility"], scope["team"],
                                     scope["source_id"]), grants)
 
-    def _want_retain(self, curs: Cursor[Any], e: Any, revision: int | None) -> None:
+    def _want_retain(self, curs: Cursor[Any], e: Any, revision: int | None, tracking: Tracking) -> None:
         curs.execute("SELECT * FROM engram_hindsight_scopes WHERE memory_id = %s", (e.originator_id,))
         scope = curs.fetchone()
         if scope is None:  # its creation was never seen: nothing to index
             return
         usable = self._usable(scope, self._directory(curs, scope["company"], share=True))
-        self._want(curs, e.originator_id, "retain" if usable else "withdraw", revision, e.timestamp)
+        self._want(curs, e.originator_id, "retain" if usable else "withdraw", revision, e.timestamp,
+                   tracking.notification_id)
 
-    def _redecide(self, curs: Cursor[Any], directory: dict[str, Any] | None, at: Any) -> None:
+    def _redecide(self, curs: Cursor[Any], directory: dict[str, Any] | None, at: Any, tracking: Tracking) -> None:
         """After a directory change or revocation (`directory` is the updated row): withdraw what lost
         its scope, retain what regained it."""
         if directory is None:
@@ -138,18 +142,22 @@ class HindsightSyncProjection(ViewProjection):
         for scope in list(curs.fetchall()):
             action = "retain" if self._usable(scope, directory) else "withdraw"
             if action != scope["action"]:
-                self._want(curs, scope["memory_id"], action, None, at)
+                self._want(curs, scope["memory_id"], action, None, at, tracking.notification_id)
 
     @staticmethod
-    def _want(curs: Cursor[Any], memory_id: Any, action: str, revision: int | None, at: Any,
+    def _want(curs: Cursor[Any], memory_id: Any, action: str, revision: int | None, at: Any, generation: int,
               forget_id: str | None = None) -> None:
+        """A new wish: pending now, whatever the backoff. It never touches a syncer's lease (that is
+        `engram_hindsight_leases`): work in flight finishes, finds a newer generation, and leaves the
+        wish for the next claim."""
         curs.execute(
-            "INSERT INTO engram_hindsight_sync (memory_id, action, revision, forget_id, state, changed_at) "
-            "VALUES (%(id)s, %(action)s, coalesce(%(revision)s, 1), %(forget_id)s, 'pending', %(at)s) "
+            "INSERT INTO engram_hindsight_sync (memory_id, action, revision, generation, forget_id, state, changed_at) "
+            "VALUES (%(id)s, %(action)s, coalesce(%(revision)s, 1), %(generation)s, %(forget_id)s, 'pending', %(at)s) "
             "ON CONFLICT (memory_id) DO UPDATE SET action = EXCLUDED.action, "
-            "revision = coalesce(%(revision)s, engram_hindsight_sync.revision), "
+            "revision = coalesce(%(revision)s, engram_hindsight_sync.revision), generation = EXCLUDED.generation, "
             "forget_id = coalesce(EXCLUDED.forget_id, engram_hindsight_sync.forget_id), state = 'pending', "
             "attempts = 0, next_attempt_at = NULL, changed_at = EXCLUDED.changed_at "
             "WHERE engram_hindsight_sync.action <> 'delete'",  # a delete is final
-            {"id": memory_id, "action": action, "revision": revision, "forget_id": forget_id, "at": at},
+            {"id": memory_id, "action": action, "revision": revision, "generation": generation,
+             "forget_id": forget_id, "at": at},
         )

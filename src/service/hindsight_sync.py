@@ -1,14 +1,39 @@
-"""Keep Hindsight in step with the event store: retain, replace, delete, with retries and evidence."""
+"""Keep Hindsight in step with the event store: retain, replace, delete, with retries and evidence.
+
+Work on one memory is ordered (ADR 0018):
+- one owner at a time: a syncer leases the memory in `engram_hindsight_leases` (not in the wish
+  row, so a new wish never frees it), renews the lease before every request that changes Hindsight,
+  and the lease outlasts the client's bounded request time;
+- a wish carries the generation of the event that made it: a syncer that finishes an older one
+  changes nothing and leaves the newer wish pending for the next claim;
+- deletes are claimed before retains, one row at a time, so a delete never waits behind a queue
+  of failing retains;
+- a retain that ended without an answer (timeout, 5xx, a crash) may still land: until that doubt
+  has passed, a delete is done at once but checked again afterwards before the purge is reported,
+  and a retain is repeated afterwards (a late older text must not stay);
+- the audit re-reads deleted documents (a restored Hindsight database brings them back) and has
+  them deleted again.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
-from engram.adapters.hindsight import HindsightClient, HindsightUnavailable, bank_for
+from engram.adapters.hindsight import (
+    HindsightClient,
+    HindsightDatabase,
+    HindsightRefused,
+    HindsightUnavailable,
+    bank_for,
+)
 from engram.domain.memory import CONFIRMED, Memory
+from engram.domain.scope import Scope
 from engram.projections.purge import HINDSIGHT, PurgeTracker
 
 from .ledger import Ledger
@@ -17,66 +42,200 @@ log = logging.getLogger("engram.hindsight")
 
 MAX_BACKOFF = timedelta(minutes=30)
 PURGE_PROBES = 3  # recalls with a deleted document's own fact texts, to check nothing still points at it
+MIN_LEASE = timedelta(minutes=5)  # and at least ten of the client's request timeouts
+RETAIN_DOUBT = timedelta(minutes=10)  # how long a retain Hindsight did not answer may still land
+AUDIT_BATCH = 100  # deleted documents the periodic audit re-reads per run
+
+NOT_VERIFIED = ("Hindsight's own PostgreSQL may still hold the text in dead rows, planner statistics and WAL "
+                "until its autovacuum, analyze and checkpoints have run; Engram has no access to that database "
+                "(ENGRAM_HINDSIGHT_DATABASE_URL) and cannot verify it")
+
+
+class LeaseLost(Exception):
+    """Another syncer holds this memory now (this one was too slow): stop without touching Hindsight."""
+
+
+@dataclass
+class _Deleted:
+    """A delete confirmed in Hindsight, waiting for the database vacuum before it is reported."""
+
+    row: dict[str, Any]
+    evidence: str
+    deleted_at: datetime
+    report: bool  # a forget whose hindsight copy has not been reported with this delete yet
 
 
 class HindsightSyncer:
-    def __init__(self, ledger: Ledger, client: HindsightClient, purge: PurgeTracker) -> None:
+    def __init__(self, ledger: Ledger, client: HindsightClient, purge: PurgeTracker,
+                 database: HindsightDatabase | None = None) -> None:
         self.ledger = ledger
         self.client = client
         self.purge = purge
+        self.database = database
         self.datastore = ledger.store.datastore
+        self.owner = uuid4().hex  # one per syncer: two in one process are still two owners
 
-    def _claim(self, now: datetime, limit: int) -> list[dict[str, Any]]:
+    # -- leases -----------------------------------------------------------------
+
+    @property
+    def lease(self) -> timedelta:
+        return max(MIN_LEASE, timedelta(seconds=10 * float(getattr(self.client, "timeout", 30.0))))
+
+    def _now(self) -> datetime:
+        return self.ledger.clock.now()
+
+    def _claim(self, only: UUID | None = None) -> dict[str, Any] | None:
+        """The next pending wish (deletes and withdrawals first) whose memory no syncer holds, leased;
+        `only`: that memory's wish, if it is pending and free."""
+        now = self._now()
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(
-                "SELECT memory_id, action, revision, forget_id, attempts FROM engram_hindsight_sync "
-                "WHERE state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= %s) "
-                "ORDER BY changed_at LIMIT %s FOR UPDATE SKIP LOCKED",
-                (now, limit),
+                "SELECT s.memory_id, s.action, s.revision, s.generation, s.forget_id, s.attempts "
+                "FROM engram_hindsight_sync s LEFT JOIN engram_hindsight_leases l USING (memory_id) "
+                "WHERE s.state = 'pending' AND (s.next_attempt_at IS NULL OR s.next_attempt_at <= %(now)s) "
+                "AND (l.lease_until IS NULL OR l.lease_until <= %(now)s) AND (%(only)s::uuid IS NULL OR s.memory_id = %(only)s) "
+                "ORDER BY (s.action = 'retain'), s.changed_at LIMIT 8 FOR UPDATE OF s SKIP LOCKED",
+                {"now": now, "only": only},
             )
-            rows = list(curs.fetchall())
-            for row in rows:  # a short lease; a crashed syncer's rows come back after it
-                curs.execute("UPDATE engram_hindsight_sync SET next_attempt_at = %s WHERE memory_id = %s",
-                             (now + timedelta(seconds=60), row["memory_id"]))
-        return rows
+            for row in list(curs.fetchall()):
+                # A lease that expired unreleased belonged to a syncer that stopped mid-request: what it
+                # sent may still land, so its expiry starts a doubt.
+                curs.execute(
+                    "INSERT INTO engram_hindsight_leases (memory_id, owner, lease_until) "
+                    "VALUES (%(id)s, %(owner)s, %(until)s) ON CONFLICT (memory_id) DO UPDATE "
+                    "SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, "
+                    "retain_in_doubt_until = CASE WHEN engram_hindsight_leases.owner IS NULL "
+                    "THEN engram_hindsight_leases.retain_in_doubt_until ELSE greatest("
+                    "engram_hindsight_leases.retain_in_doubt_until, engram_hindsight_leases.lease_until + %(doubt)s) END "
+                    "WHERE engram_hindsight_leases.lease_until IS NULL OR engram_hindsight_leases.lease_until <= %(now)s "
+                    "RETURNING retain_in_doubt_until, deleted_at, facts_before",
+                    {"id": row["memory_id"], "owner": self.owner, "until": now + self.lease, "now": now,
+                     "doubt": RETAIN_DOUBT},
+                )
+                lease = curs.fetchone()
+                if lease is not None:  # another syncer may have leased it since this SELECT's snapshot
+                    return {**row, **lease}
+        return None
+
+    def _hold(self, memory_id: UUID, **marks: Any) -> None:
+        """Renew the lease before a request that changes Hindsight (and record `marks` with it);
+        LeaseLost when it is no longer this syncer's."""
+        now = self._now()
+        sets = "".join(f", {column} = %({column})s" for column in marks)
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                f"UPDATE engram_hindsight_leases SET lease_until = %(until)s{sets} "  # noqa: S608 - column names are ours
+                "WHERE memory_id = %(id)s AND owner = %(owner)s AND lease_until > %(now)s",
+                {"id": memory_id, "owner": self.owner, "until": now + self.lease, "now": now, **marks},
+            )
+            if curs.rowcount != 1:
+                raise LeaseLost(str(memory_id))
+
+    def _release(self, curs: Any, memory_id: UUID) -> None:
+        curs.execute("UPDATE engram_hindsight_leases SET owner = NULL, lease_until = NULL "
+                     "WHERE memory_id = %s AND owner = %s", (memory_id, self.owner))
+
+    # -- the loop -----------------------------------------------------------------
 
     def sync(self, limit: int = 50) -> int:
-        now = self.ledger.clock.now()
+        """Work through up to `limit` wishes, one claim at a time; returns how many were completed."""
         done = 0
-        for row in self._claim(now, limit):
-            try:
-                self._sync_one(row, now)
-                done += 1
-            except HindsightUnavailable as e:
-                backoff = min(timedelta(seconds=2 ** min(row["attempts"], 11)), MAX_BACKOFF)
-                with self.datastore.transaction(commit=True) as curs:
-                    curs.execute(
-                        "UPDATE engram_hindsight_sync SET attempts = attempts + 1, next_attempt_at = %s, "
-                        "last_error = %s WHERE memory_id = %s AND state = 'pending'",
-                        (now + backoff, str(e)[:120], row["memory_id"]),
-                    )
+        deleted: list[_Deleted] = []
+        since = time.monotonic()
+        try:
+            for _ in range(limit):
+                row = self._claim()
+                if row is None:
+                    break
+                if not deleted:
+                    since = time.monotonic()
+                done += self._work(row, deleted)
+                if deleted and time.monotonic() - since > self.lease.total_seconds() / 2:
+                    done += self._report(deleted)  # while their leases still hold
+                    deleted = []
+        finally:
+            done += self._report(deleted)
         return done
 
-    def _sync_one(self, row: dict[str, Any], now: datetime) -> None:
+    def _work(self, row: dict[str, Any], deleted: list[_Deleted]) -> int:
+        try:
+            outcome = self._sync_one(row)
+        except LeaseLost:
+            return 0  # the new owner finishes it
+        except HindsightUnavailable as e:
+            self._failed(row, e)
+            return 0
+        except BaseException:
+            self._failed(row, None)
+            raise
+        if isinstance(outcome, _Deleted):
+            deleted.append(outcome)
+            return 0
+        return outcome
+
+    def _sync_one(self, row: dict[str, Any]) -> int | _Deleted:
         memory_id: UUID = row["memory_id"]
         memory = self.ledger.get(memory_id, Memory)
-        if memory is None:
-            return
+        if memory is None:  # never stored here: nothing to index
+            return self._finish(row)
         bank = bank_for(memory.scope)
         text = memory.current["text"]
         if row["action"] == "retain" and memory.status == CONFIRMED and text is not None:
-            self.client.retain(bank, str(memory_id), text, memory.current["valid_from"])
-            self._done(memory_id, row, now, None)
-            return
+            return self._retain(row, bank, text, memory.current["valid_from"])
         # delete (forgotten, expired, rejected), withdraw (scope lost), or a retain that no longer applies
-        evidence = self._delete_and_confirm(bank, str(memory_id))
-        self._done(memory_id, row, now, evidence)
+        return self._delete(row, bank)
 
-    def _delete_and_confirm(self, bank: str, document_id: str) -> str:
-        """Delete the document, then show it is gone: the document answers 404, none of its facts is
-        listed, and recalling each of its facts' own words returns nothing that references it (no
-        fact of the document, no observation derived from one)."""
+    def _retain(self, row: dict[str, Any], bank: str, text: str, valid_from: datetime | None) -> int:
+        memory_id = row["memory_id"]
+        earlier: datetime | None = row["retain_in_doubt_until"]
+        # Until Hindsight answers, this retain may land at any time: say so first (a crash keeps it said).
+        mine = self._now() + self.lease + RETAIN_DOUBT
+        self._hold(memory_id, retain_in_doubt_until=mine if earlier is None else max(earlier, mine))
+        try:
+            self.client.retain(bank, str(memory_id), text, valid_from)
+        except HindsightRefused:
+            self._hold(memory_id, retain_in_doubt_until=earlier)  # it certainly did nothing
+            raise
+        self._hold(memory_id, retain_in_doubt_until=earlier)  # answered: this one can no longer land later
+        if earlier is not None and earlier > self._now():
+            # an older retain may still land with older text: retain again once it no longer can
+            return self._later(row, earlier, "retained; an earlier retain may still land")
+        return self._finish(row)
+
+    def _delete(self, row: dict[str, Any], bank: str) -> int | _Deleted:
+        memory_id, document_id = row["memory_id"], str(row["memory_id"])
+        present = self.client.exists(bank, document_id)
+        facts, probes = self._delete_and_confirm(bank, document_id, lambda: self._hold(memory_id))
+        now = self._now()
+        back = (present or bool(facts)) and row["deleted_at"] is not None
+        if present or facts or row["deleted_at"] is None:
+            deleted_at, facts_before = now, len(facts)
+            self._hold(memory_id, deleted_at=deleted_at, facts_before=facts_before)
+        else:  # gone already: the delete that made it so is the one on record
+            deleted_at, facts_before = row["deleted_at"], row["facts_before"] or 0
+        doubt: datetime | None = row["retain_in_doubt_until"]
+        if doubt is not None and doubt > now:
+            return self._later(row, doubt, "deleted; a retain may still land, checking again after it")
+        what = (f"deleted at {deleted_at.isoformat()} and answers 404 in its bank; {facts_before} fact(s) before, "
+                f"0 after; {probes} recall probe(s) found no result referencing it")
+        if back:
+            evidence = (f"document {document_id} was found in its bank again after an earlier delete (a retain "
+                        f"that was still running, or a restored Hindsight database), and was {what}")
+        else:
+            evidence = f"document {document_id} {what}"
+        if doubt is not None:
+            evidence += f"; checked again at {now.isoformat()}, after every retain that might still land: nothing came back"
+        report = row["action"] == "delete" and bool(row["forget_id"]) and (back or not self._reported(row))
+        return _Deleted(row, evidence, deleted_at, report)
+
+    def _delete_and_confirm(self, bank: str, document_id: str,
+                            hold: Callable[[], None]) -> tuple[list[tuple[str, str]], int]:
+        """Delete the document (`hold` renews the lease just before), then show it is gone: the
+        document answers 404, none of its facts is listed, and recalling each of its facts' own
+        words returns nothing that references it (no fact of the document, no observation derived
+        from one). Returns its facts before, and the number of recall probes."""
         facts = self.client.document_facts(bank, document_id)
+        hold()
         self.client.delete(bank, document_id)
         if self.client.exists(bank, document_id):
             raise HindsightUnavailable("document still present after delete")
@@ -88,19 +247,113 @@ class HindsightSyncer:
                 if hint.document_id == document_id or document_id in hint.source_document_ids \
                         or fact_ids & set(hint.source_fact_ids):
                     raise HindsightUnavailable("a recall result still references the deleted document")
-        probes = min(len(facts), PURGE_PROBES)
-        return (f"document {document_id} answers 404 in its bank after delete; {len(facts)} fact(s) before, "
-                f"0 after; {probes} recall probe(s) found no result referencing it")
+        return facts, min(len(facts), PURGE_PROBES)
 
-    def _done(self, memory_id: UUID, row: dict[str, Any], now: datetime, evidence: str | None) -> None:
+    def _reported(self, row: dict[str, Any]) -> bool:
+        with self.datastore.get_connection() as conn:
+            found = conn.execute("SELECT 1 FROM engram_purge_copies WHERE forget_id = %s AND copy = %s "
+                                 "AND state = 'purged'", (row["forget_id"], HINDSIGHT)).fetchone()
+        return found is not None
+
+    def _report(self, deleted: list[_Deleted]) -> int:
+        """Vacuum Hindsight's database once for every delete of this run (when Engram may), then
+        report each; a failed vacuum leaves them pending, to be deleted, checked and vacuumed again."""
+        if not deleted:
+            return 0
+        note = NOT_VERIFIED
+        if self.database is not None and any(d.report for d in deleted):
+            try:
+                tables = self.database.vacuum()
+            except HindsightUnavailable as e:
+                for d in deleted:
+                    self._failed(d.row, e)
+                return 0
+            note = (f"Hindsight's database: VACUUM (ANALYZE) of {', '.join(tables)} at {self._now().isoformat()} "
+                    "removed the deleted rows and recomputed the planner statistics; WAL written before it is "
+                    "recycled after Hindsight's next checkpoints")
+        return sum(self._finish(d.row, evidence=f"{d.evidence}; {note}" if d.report else None,
+                                purged_at=d.deleted_at) for d in deleted)
+
+    # -- outcomes ---------------------------------------------------------------
+
+    def _finish(self, row: dict[str, Any], *, evidence: str | None = None, purged_at: datetime | None = None) -> int:
+        """Done, if the wish is still the one this syncer worked on (otherwise the newer one stays
+        pending for the next claim); the lease is released either way. Returns 1 when done."""
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(
                 "UPDATE engram_hindsight_sync SET state = 'done', synced_at = %s, last_error = NULL, "
-                "next_attempt_at = NULL WHERE memory_id = %s AND action = %s AND revision = %s",
-                (now, memory_id, row["action"], row["revision"]),
+                "next_attempt_at = NULL WHERE memory_id = %s AND generation = %s AND state = 'pending'",
+                (self._now(), row["memory_id"], row["generation"]),
             )
-            if evidence and row["forget_id"]:
-                self.purge.purged(curs, row["forget_id"], HINDSIGHT, evidence, now)
+            done = curs.rowcount == 1
+            if done and evidence and row["forget_id"]:
+                self.purge.purged(curs, row["forget_id"], HINDSIGHT, evidence, purged_at or self._now())
+            self._release(curs, row["memory_id"])
+        return int(done)
+
+    def _later(self, row: dict[str, Any], at: datetime, why: str) -> int:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute("UPDATE engram_hindsight_sync SET next_attempt_at = %s, last_error = %s "
+                         "WHERE memory_id = %s AND generation = %s AND state = 'pending'",
+                         (at, why, row["memory_id"], row["generation"]))
+            self._release(curs, row["memory_id"])
+        return 0
+
+    def _failed(self, row: dict[str, Any], error: BaseException | None) -> None:
+        backoff = min(timedelta(seconds=2 ** min(row["attempts"], 11)), MAX_BACKOFF)
+        with self.datastore.transaction(commit=True) as curs:
+            if error is not None:
+                curs.execute(
+                    "UPDATE engram_hindsight_sync SET attempts = attempts + 1, next_attempt_at = %s, "
+                    "last_error = %s WHERE memory_id = %s AND generation = %s AND state = 'pending'",
+                    (self._now() + backoff, str(error)[:120], row["memory_id"], row["generation"]),
+                )
+            self._release(curs, row["memory_id"])
+
+    # -- the audit ----------------------------------------------------------------
+
+    def audit(self, limit: int | None = AUDIT_BATCH) -> dict[str, int]:
+        """Re-read the documents of forgotten, expired and rejected memories, least recently checked
+        first (`limit` per run; None: all). One found again in its bank (Hindsight's database was
+        restored, or a late write landed) is deleted again at once, with the same lease, checks and
+        evidence as any delete; its forget's evidence says it came back."""
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                "SELECT s.memory_id, c.company, c.person, c.visibility, c.team, c.source_id "
+                "FROM engram_hindsight_sync s JOIN engram_hindsight_scopes c USING (memory_id) "
+                "LEFT JOIN engram_hindsight_audits a USING (memory_id) "
+                "WHERE s.action = 'delete' ORDER BY a.checked_at NULLS FIRST, s.memory_id LIMIT %s",
+                (limit,)).fetchall()
+        found = deleted_again = 0
+        for r in rows:
+            bank = bank_for(Scope(r["company"], r["person"], r["visibility"], r["team"], r["source_id"]))
+            document_id = str(r["memory_id"])
+            back = self.client.exists(bank, document_id) or bool(self.client.document_facts(bank, document_id))
+            now = self._now()
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute(
+                    "INSERT INTO engram_hindsight_audits (memory_id, checked_at, found_again, last_found_at) "
+                    "VALUES (%(id)s, %(now)s, %(n)s, %(found)s) ON CONFLICT (memory_id) DO UPDATE SET "
+                    "checked_at = EXCLUDED.checked_at, checks = engram_hindsight_audits.checks + 1, "
+                    "found_again = engram_hindsight_audits.found_again + EXCLUDED.found_again, "
+                    "last_found_at = coalesce(EXCLUDED.last_found_at, engram_hindsight_audits.last_found_at)",
+                    {"id": r["memory_id"], "now": now, "n": int(back), "found": now if back else None},
+                )
+                if back:
+                    curs.execute("UPDATE engram_hindsight_sync SET state = 'pending', next_attempt_at = NULL, "
+                                 "attempts = 0, last_error = 'found again by the audit' WHERE memory_id = %s",
+                                 (r["memory_id"],))
+            if not back:
+                continue
+            found += 1
+            row = self._claim(only=r["memory_id"])
+            if row is not None:  # else another syncer holds it and deletes it
+                deleted: list[_Deleted] = []
+                self._work(row, deleted)
+                deleted_again += self._report(deleted)
+        if found:
+            log.warning("hindsight audit: %d deleted document(s) found again in Hindsight", found)
+        return {"checked": len(rows), "found_again": found, "deleted_again": deleted_again}
 
     def backlog(self) -> dict[str, int]:
         with self.datastore.get_connection() as conn:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engram.adapters.availability import Availability
+from engram.adapters.hindsight import HindsightUnavailable
 from engram.adapters.tombstones import Fence
 from engram.domain.access import Access
 from engram.domain.scope import Caller
@@ -76,7 +77,16 @@ class Operations:
                 self.rebuild(name, progress)
 
         with self.store.datastore.long_running():
-            return apply_fence(self.ledger, self.fence, rebuild_all)
+            counts = apply_fence(self.ledger, self.fence, rebuild_all)
+        if self.syncer is not None:  # Hindsight may have been restored too: check every deleted document
+            try:
+                audit = self.syncer.audit(limit=None)
+            except HindsightUnavailable:  # the fence holds; `engram serve`'s audit checks Hindsight later
+                counts["hindsight_unreachable"] = 1
+                return counts
+            counts.update(hindsight_checked=audit["checked"], hindsight_found_again=audit["found_again"],
+                          hindsight_deleted_again=audit["deleted_again"])
+        return counts
 
     def admin_status(self, caller: Caller) -> dict[str, object]:
         """For company admins and operators: dependencies, backlogs, today's budget. Never memory text."""

@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     visibility_timeout: Seconds = 5.0  # distributed mode: a write's wait for the workers before 202 visible:false
     hindsight_url: str | None = None
     hindsight_deadline_ms: Seconds = 150
+    hindsight_database_url: str | None = None  # Hindsight's own PostgreSQL: vacuumed after deletes when given
+    hindsight_audit_interval: Seconds = 3600.0  # how often deleted documents are re-read in Hindsight
     db_pool_size: Count = 8
     db_statement_timeout: Seconds = 10.0
     db_lock_timeout: Seconds = 5.0
