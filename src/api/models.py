@@ -176,6 +176,8 @@ class ForgetMany(BaseModel):
 class Rejected(BaseModel):
     id: str
     status: str
+    purge_id: str | None = Field(default=None, description="GET /v1/forgets/{purge_id}: the rejected candidate's "
+                                 "copies, each with the evidence of its purge")
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)
 
 

@@ -170,7 +170,7 @@ class Memory(Aggregate):
             )
 
     class Forgotten(Event):
-        """Terminal. Carries no content; the data key is destroyed before it is recorded."""
+        """Terminal. Carries no content; the data key is destroyed with it, in its transaction."""
 
         forget_id: str
         key_destroyed_at: datetime
@@ -178,6 +178,16 @@ class Memory(Aggregate):
         def apply(self, memory: Memory) -> None:
             memory.status = FORGOTTEN
             memory.forget_id = self.forget_id
+
+    @property
+    def purge_id(self) -> str | None:
+        """The id whose purge status shows every copy going: a forget's own id, or the one a
+        rejection or expiry gets from the memory's id. None while the memory is kept."""
+        if self.status == FORGOTTEN:
+            return self.forget_id
+        if self.status in (REJECTED, EXPIRED):
+            return closing_purge_id(self.status, self.id)
+        return None
 
     # -- creation -------------------------------------------------------------
 
@@ -343,3 +353,15 @@ def answer_periods(revisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
             periods = []
         periods.append({"revision": rev["revision"], "valid_from": start, "valid_to": end})
     return periods
+
+
+def closing_purge_id(status: str, memory_id: object) -> str:
+    """A rejected or expired candidate's purge id: `rj-<id>` / `ex-<id>` (a forget has its own `fg-` id)."""
+    return f"{'rj' if status == REJECTED else 'ex'}-{memory_id}"
+
+
+def purge_id_of(event: Memory.Forgotten | Memory.Rejected | Memory.Expired) -> str:
+    """The purge id an event that ends a memory opens."""
+    if isinstance(event, Memory.Forgotten):
+        return event.forget_id
+    return closing_purge_id(REJECTED if isinstance(event, Memory.Rejected) else EXPIRED, event.originator_id)

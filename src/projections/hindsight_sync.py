@@ -15,7 +15,7 @@ from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
 from engram.domain.directory import CompanyDirectory, Directory, directory_id
-from engram.domain.memory import Memory
+from engram.domain.memory import Memory, purge_id_of
 from engram.domain.scope import Caller, Scope
 from engram.domain.visibility import may_use
 
@@ -85,7 +85,7 @@ class HindsightSyncProjection(ViewProjection):
             self._want_retain(curs, e, e.revision, tracking)
         elif isinstance(e, (Memory.Forgotten, Memory.Expired, Memory.Rejected)):
             self._want(curs, e.originator_id, "delete", None, e.timestamp, tracking.notification_id,
-                       getattr(e, "forget_id", None))
+                       purge_id_of(e))
         elif isinstance(e, CompanyDirectory.Opened):
             self._directory(curs, e.company)
         elif isinstance(e, CompanyDirectory.Replaced):

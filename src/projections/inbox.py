@@ -10,7 +10,7 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
-from engram.domain.memory import Memory
+from engram.domain.memory import Memory, purge_id_of
 from engram.domain.receipt import IGNORED, QUEUED, Receipt
 
 from .base import View, ViewProjection
@@ -113,8 +113,8 @@ class InboxProjection(ViewProjection):
                              (list(row["candidate_ids"]),))
                 for forget in list(curs.fetchall()):
                     self._report(curs, forget["forget_id"], forget["memory_id"], e.timestamp, tracking.notification_id)
-        elif isinstance(e, Memory.Forgotten):
-            self._report(curs, e.forget_id, e.originator_id, e.timestamp, tracking.notification_id)
+        elif isinstance(e, (Memory.Forgotten, Memory.Rejected, Memory.Expired)):
+            self._report(curs, purge_id_of(e), e.originator_id, e.timestamp, tracking.notification_id)
 
 
 class InboxQueries:

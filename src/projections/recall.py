@@ -16,7 +16,16 @@ from engram.adapters.blind_index import BlindIndex
 from engram.adapters.kafka import EVENTS_TOPIC, consumed_at
 from engram.adapters.keystore import KeyStore
 from engram.adapters.view_cipher import seal_for_view, unseal_from_view
-from engram.domain.memory import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, answer_periods
+from engram.domain.memory import (
+    CONFIRMED,
+    EXPIRED,
+    FORGOTTEN,
+    PENDING,
+    REJECTED,
+    Memory,
+    answer_periods,
+    purge_id_of,
+)
 
 from .base import View, ViewProjection
 from .purge import EVENT_STORE, KAFKA, RECALL_VIEW, PurgeTracker
@@ -159,16 +168,11 @@ class RecallProjection(ViewProjection):
         self._refresh_answers(curs, e.originator_id, key)
 
     def on_Rejected(self, curs: Cursor[Any], e: Memory.Rejected, t: Tracking) -> None:
-        self._set_status(curs, e, REJECTED)
+        """Rejected and expired candidates are purged like forgotten memories, with their own purge id."""
+        self._purge(curs, e, t, REJECTED, e.timestamp)
 
     def on_Expired(self, curs: Cursor[Any], e: Memory.Expired, t: Tracking) -> None:
-        """Expired candidates are purged like forgotten memories."""
-        curs.execute("DELETE FROM engram_recall_revisions WHERE memory_id = %s", (e.originator_id,))
-        curs.execute(
-            "UPDATE engram_memories SET status = %s, sealed_text = NULL, sealed_evidence = NULL, updated_at = %s "
-            "WHERE memory_id = %s",
-            (EXPIRED, e.timestamp, e.originator_id),
-        )
+        self._purge(curs, e, t, EXPIRED, e.key_destroyed_at or e.timestamp)
 
     def on_Corrected(self, curs: Cursor[Any], e: Memory.Corrected, t: Tracking) -> None:
         key = self.keys.get(e.originator_id) if e.text is not None else None
@@ -191,6 +195,12 @@ class RecallProjection(ViewProjection):
 
     def on_Forgotten(self, curs: Cursor[Any], e: Memory.Forgotten, t: Tracking) -> None:
         self._count_answers(curs, e.originator_id, sign=-1)
+        self._purge(curs, e, t, FORGOTTEN, e.key_destroyed_at)
+
+    def _purge(self, curs: Cursor[Any], e: Any, t: Tracking, status: str, key_destroyed_at: Any) -> None:
+        """The memory's rows lose their content; the purge request opens and this view, the event
+        store (its key went with the event) and, applied from Kafka, the topic report."""
+        purge_id = purge_id_of(e)
         curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = %s", (e.originator_id,))
         terms = curs.rowcount
         curs.execute("DELETE FROM engram_recall_revisions WHERE memory_id = %s", (e.originator_id,))
@@ -198,19 +208,19 @@ class RecallProjection(ViewProjection):
         curs.execute(
             "UPDATE engram_memories SET status = %s, sealed_text = NULL, sealed_evidence = NULL, "
             "forget_id = %s, updated_at = %s WHERE memory_id = %s RETURNING company, person",
-            (FORGOTTEN, e.forget_id, e.timestamp, e.originator_id),
+            (status, e.forget_id if status == FORGOTTEN else None, e.timestamp, e.originator_id),
         )
         owner = curs.fetchone()
         if owner is None:
             return
-        self.purge.opened(curs, e.forget_id, e.originator_id, owner["company"], owner["person"], e.timestamp)
+        self.purge.opened(curs, purge_id, e.originator_id, owner["company"], owner["person"], e.timestamp)
         self.purge.purged(
-            curs, e.forget_id, EVENT_STORE,
+            curs, purge_id, EVENT_STORE,
             "data key destroyed; every stored event of this memory is ciphertext under it",
-            e.key_destroyed_at,
+            key_destroyed_at,
         )
         self.purge.purged(
-            curs, e.forget_id, RECALL_VIEW,
+            curs, purge_id, RECALL_VIEW,
             f"deleted {revisions} revision rows and {terms} term rows at position {t.notification_id}",
             e.timestamp,
         )
@@ -218,10 +228,10 @@ class RecallProjection(ViewProjection):
         if consumed is not None:  # applied from the events topic: its records of this memory are sealed
             partition, offset = consumed
             self.purge.purged(
-                curs, e.forget_id, KAFKA,
+                curs, purge_id, KAFKA,
                 f"{EVENTS_TOPIC} partition {partition}: every record of this memory, up to its content-free "
-                f"Forgotten record at offset {offset}, is ciphertext under the data key destroyed with the forget",
-                e.key_destroyed_at,
+                f"closing record at offset {offset}, is ciphertext under the data key destroyed with it",
+                key_destroyed_at,
             )
 
     def cleared(self, curs: Cursor[Any]) -> None:

@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from engram.adapters.keystore import KeyStore
 from engram.adapters.view_cipher import seal_for_view
-from engram.domain.memory import Memory
+from engram.domain.memory import Memory, purge_id_of
 
 from .base import View, ViewProjection
 from .purge import REVIEW_QUEUE, PurgeTracker
@@ -68,12 +68,12 @@ class ReviewProjection(ViewProjection):
                     event.timestamp, event.expires_at,
                 ),
             )
-        elif isinstance(event, (Memory.Confirmed, Memory.Rejected, Memory.Expired)):
+        elif isinstance(event, Memory.Confirmed):
             curs.execute("DELETE FROM engram_candidates WHERE memory_id = %s", (event.originator_id,))
-        elif isinstance(event, Memory.Forgotten):
+        elif isinstance(event, (Memory.Forgotten, Memory.Rejected, Memory.Expired)):
             curs.execute("DELETE FROM engram_candidates WHERE memory_id = %s", (event.originator_id,))
             self.purge.purged(
-                curs, event.forget_id, REVIEW_QUEUE,
+                curs, purge_id_of(event), REVIEW_QUEUE,
                 f"deleted {curs.rowcount} candidate rows at position {tracking.notification_id}",
                 event.timestamp,
             )

@@ -143,7 +143,7 @@ class MemoryService:
         memory = self._load(self._holder(caller), memory_id)
         memory.reject(actor=caller.bot or caller.person, at=self.clock.now())
         self._save_closing(memory, "reject")  # a rejected candidate is purged like a forgotten one
-        return {"id": str(memory.id), "status": memory.status}
+        return {"id": str(memory.id), "status": memory.status, "purge_id": memory.purge_id}
 
     def _save_closing(self, memory: Memory, kind: str, **fields: Any) -> None:
         """Save a memory's closing event (forgotten, rejected, expired) together with its tombstone,

@@ -151,3 +151,37 @@ def test_a_correction_into_sensitive_content_needs_acknowledgement(client) -> No
     r = client.post(f"/v1/memories/{m['id']}/correct",
                     json={"text": "I was diagnosed with asthma", "acknowledge_sensitive": True}, headers=auth())
     assert r.status_code == 200 and r.json()["revision"] == 2
+
+
+def test_rejection_and_expiry_report_their_purge_like_a_forget(settings, database) -> None:
+    """A rejected or expired candidate gets a purge id whose status lists every copy with evidence."""
+    clock = FixedClock(datetime(2026, 11, 1, tzinfo=UTC))
+    system = Engram.open(settings.replace(candidate_ttl_days=1), database=database, clock=clock, background=False)
+    try:
+        client = TestClient(create_app(system, SECRET))
+        alice = Caller("acme", "alice", "user")
+        source = {"kind": "chat", "id": "c", "message_id": "m"}
+        rejected = system.memories.propose(alice, text="likes sloes", quote="I like sloes", source=source,
+                                           occurred_at=None)
+        expiring = system.memories.propose(alice, text="likes rowan", quote="I like rowan", source=source,
+                                           occurred_at=None)
+        answer = client.post(f"/v1/candidates/{rejected['id']}/reject", headers=auth())
+        assert answer.status_code == 200 and answer.json()["purge_id"] == f"rj-{rejected['id']}"
+        clock.advance(days=1, seconds=1)
+        assert system.memories.expire_due_candidates() == 1
+        for purge_id in (f"rj-{rejected['id']}", f"ex-{expiring['id']}"):
+            status = client.get(f"/v1/forgets/{purge_id}", headers=auth())
+            assert status.status_code == 200, status.text
+            doc = status.json()
+            copies = {c["copy"]: c for c in doc["copies"]}
+            assert doc["status"] == "purge_complete" and set(copies) >= {"event_store", "recall_view",
+                                                                         "review_queue", "inbox"}
+            assert all(c["state"] == "purged" and c["evidence"] for c in copies.values())
+            assert client.get(f"/v1/forgets/{purge_id}", headers=auth(user="bob")).status_code == 404
+        with system.store.datastore.get_connection() as conn:
+            rows = conn.execute("SELECT count(*) AS n FROM engram_memories WHERE memory_id = ANY(%s::uuid[]) "
+                                "AND (sealed_text IS NOT NULL OR sealed_evidence IS NOT NULL)",
+                                ([rejected["id"], expiring["id"]],)).fetchone()["n"]
+        assert rows == 0  # not even ciphertext under the destroyed keys stays in the view
+    finally:
+        system.close()

@@ -160,7 +160,8 @@ def test_a_candidate_cannot_be_confirmed_after_it_expires(world: World) -> None:
 
 def test_reject_records_its_tombstone_and_destroys_the_candidates_key(world: World) -> None:
     candidate = remember(world, text=SENSITIVE_TEXT)
-    assert world.memories.reject(ALICE, candidate["id"]) == {"id": candidate["id"], "status": REJECTED}
+    assert world.memories.reject(ALICE, candidate["id"]) == {"id": candidate["id"], "status": REJECTED,
+                                                             "purge_id": f"rj-{candidate['id']}"}
     assert world.keys.get(candidate["id"]) is None
     assert world.log == [("tombstone", "reject", candidate["id"]), ("key_destroyed", candidate["id"])]
     assert world.memories.get(ALICE, candidate["id"])["text"] is None
