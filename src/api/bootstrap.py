@@ -183,6 +183,7 @@ class Engram:
                 sweepers.append(Sweeper(syncer.sync, settings.worker_interval))
                 sweepers.append(Sweeper(syncer.audit, settings.hindsight_audit_interval))
             sweepers.append(Sweeper(backups.expire, settings.sweep_interval))
+            sweepers.append(Sweeper(lambda: purge.vacuum_views(ledger.clock.now()), settings.sweep_interval))
         engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,
                      GovernanceService(ledger), learning,
                      Operations(ledger, projections, learning, fence, settings, syncer),

@@ -13,6 +13,7 @@ from, the Hindsight syncer reports Hindsight once it has checked the document is
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -31,6 +32,11 @@ KAFKA = "kafka"
 BACKUPS = "backups"
 
 ALWAYS = (EVENT_STORE, RECALL_VIEW, REVIEW_QUEUE, INBOX)
+
+# The tables each view copy's rows live in: vacuumed after purges (`PurgeTracker.vacuum_views`).
+VIEW_TABLES = {RECALL_VIEW: ("engram_memories", "engram_recall_revisions", "engram_recall_terms"),
+               REVIEW_QUEUE: ("engram_candidates",)}
+VACUUMED = "tables vacuumed at"
 
 STOPPED_USING = "stopped_using"
 PURGE_COMPLETE = "purge_complete"
@@ -71,6 +77,28 @@ class PurgeTracker:
         curs.execute("DELETE FROM engram_purge_copies WHERE copy = ANY(%s)", (list(copies),))
         if requests:
             curs.execute("DELETE FROM engram_forgets")
+
+    def vacuum_views(self, at: datetime, limit: int = 10_000) -> int:
+        """Reclaim the dead row versions purged views leave behind, then note it in their copies'
+        evidence. Those versions hold only ciphertext under destroyed keys; this makes them go too.
+        Runs from a sweeper, not per forget: one VACUUM covers every forget since the last."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute("SELECT forget_id, copy FROM engram_purge_copies WHERE copy = ANY(%s) AND state = 'purged' "
+                         "AND evidence NOT LIKE %s LIMIT %s", (list(VIEW_TABLES), f"%{VACUUMED}%", limit))
+            due = [(r["forget_id"], r["copy"]) for r in curs.fetchall()]
+        if not due:
+            return 0
+        unbounded = getattr(self.datastore, "long_running", contextlib.nullcontext)
+        with unbounded(), self.datastore.get_connection() as conn:  # a vacuum may outlast a request's bound
+            for copy in sorted({c for _, c in due}):
+                for table in VIEW_TABLES[copy]:
+                    conn.execute(f"VACUUM {table}")  # names from VIEW_TABLES, never from input
+        note = f"; {VACUUMED} {at.isoformat()}"
+        with self.datastore.transaction(commit=True) as curs:
+            for copy in sorted({c for _, c in due}):
+                curs.execute("UPDATE engram_purge_copies SET evidence = evidence || %s WHERE copy = %s "
+                             "AND forget_id = ANY(%s)", (note, copy, [f for f, c in due if c == copy]))
+        return len(due)
 
     # -- answers ---------------------------------------------------------------
 

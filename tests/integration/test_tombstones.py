@@ -156,3 +156,18 @@ def test_journal_path_defaults_beside_the_data_directory(tmp_path: Path) -> None
 
     assert Settings(data_dir=tmp_path / ".engram").journal_dir == tmp_path / ".engram-tombstones"
     assert Settings(data_dir=tmp_path / "d", tombstone_dir=tmp_path / "t").journal_dir == tmp_path / "t"
+
+
+def test_purged_views_are_vacuumed_and_their_evidence_says_when(opened) -> None:
+    engram = opened()
+    forget_id = engram.memories.forget(ALICE, remember(engram))["forget_id"]
+    before = {c["copy"]: c["evidence"] for c in engram.memories.forget_status(ALICE, forget_id)["copies"]}
+    assert "vacuumed" not in before["recall_view"]
+    at = engram.ledger.clock.now()
+    purge = engram.memories.purge
+    assert purge.vacuum_views(at) == 2  # the recall view's copy and the review queue's
+    after = {c["copy"]: c for c in engram.memories.forget_status(ALICE, forget_id)["copies"]}
+    for copy in ("recall_view", "review_queue"):
+        assert after[copy]["state"] == "purged"
+        assert after[copy]["evidence"].endswith(f"tables vacuumed at {at.isoformat()}")
+    assert purge.vacuum_views(at) == 0  # nothing new: no vacuum runs
