@@ -116,6 +116,12 @@ class TombstoneOutbox:
             curs.execute("UPDATE engram_tombstones SET published_at = NULL WHERE key = ANY(%s)", (wanted,))
             return int(curs.rowcount or 0)
 
+    def backlog(self) -> int:
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute("SELECT count(*) AS n FROM engram_tombstones WHERE published_at IS NULL")
+            row = curs.fetchone()
+        return int(row["n"]) if row else 0
+
     @staticmethod
     def republish_all(datastore: Any) -> int:
         """The journal lost everything (a broker's data): publish every tombstone again."""

@@ -236,6 +236,9 @@ class Backlogs(BaseModel):
     inbox: dict[str, int] = Field(description="the company's receipts by state")
     projector_lag: int
     hindsight_sync: dict[str, int] | None = Field(description="by state; null without Hindsight")
+    purge: dict[str, int] = Field(description="forgets_pending: the company's forgets with a copy not yet purged "
+                                  "(backups ageing out aside); tombstones_unpublished: committed, not yet in the "
+                                  "journal (all companies)")
 
 
 class BudgetToday(BaseModel):

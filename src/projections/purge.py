@@ -102,6 +102,19 @@ class PurgeTracker:
 
     # -- answers ---------------------------------------------------------------
 
+    def backlog(self, company: str | None = None) -> int:
+        """Forgets (of one company, or all) with a reported copy still pending; backups ageing out aside."""
+        reported = [c for c in self.copies if c != BACKUPS]
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(
+                "SELECT count(*) AS n FROM engram_forgets f WHERE (%(company)s::text IS NULL OR f.company = %(company)s) "
+                "AND (SELECT count(*) FROM engram_purge_copies c WHERE c.forget_id = f.forget_id "
+                "AND c.state = 'purged' AND c.copy = ANY(%(copies)s)) < %(wanted)s",
+                {"company": company, "copies": reported, "wanted": len(reported)},
+            )
+            row = curs.fetchone()
+        return int(row["n"]) if row else 0
+
     def report(self, forget_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """The request (None when unknown) and one entry per copy of this deployment, pending or purged."""
         with self.datastore.transaction(commit=False) as curs:

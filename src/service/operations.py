@@ -12,6 +12,7 @@ from engram.adapters.tombstones import Fence
 from engram.domain.access import Access
 from engram.domain.scope import Caller
 from engram.projections.base import ViewProjection, safe_decoder
+from engram.projections.purge import PurgeTracker
 
 from .hindsight_sync import HindsightSyncer
 from .learning import LearningService
@@ -22,7 +23,9 @@ from .settings import Settings
 
 class Operations:
     def __init__(self, ledger: Ledger, projections: Mapping[str, ViewProjection], learning: LearningService,
-                 fence: Fence, settings: Settings, syncer: HindsightSyncer | None = None) -> None:
+                 fence: Fence, settings: Settings, syncer: HindsightSyncer | None = None,
+                 purge: PurgeTracker | None = None) -> None:
+        self.purge = purge
         self.ledger = ledger
         self.store = ledger.store
         self.projections = projections
@@ -105,14 +108,27 @@ class Operations:
             },
             "quarantined_events": self.quarantined(),
             "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag,
-                         "hindsight_sync": self.syncer.backlog() if self.syncer else None},
+                         "hindsight_sync": self.syncer.backlog() if self.syncer else None,
+                         "purge": self._purge_backlog(caller.company)},
             "budget_today": {**self.learning.budget.today(caller.company, today),
                              "token_limit": s.daily_tokens, "call_limit": s.daily_calls},
         }
 
+    def _purge_backlog(self, company: str | None) -> dict[str, int]:
+        """Forgets with a copy not yet purged (backups ageing out aside), and tombstones not yet in the journal."""
+        outbox = self.fence.outbox
+        return {"forgets_pending": self.purge.backlog(company) if self.purge is not None else 0,
+                "tombstones_unpublished": outbox.backlog() if outbox is not None else 0}
+
     def metrics(self) -> str:
         """Prometheus text: counts and lags only."""
-        lines = ["# TYPE engram_projection_lag gauge"]
+        purge = self._purge_backlog(None)
+        lines = ["# HELP engram_purge_pending Forgets with a copy not yet purged (backups ageing out aside)",
+                 "# TYPE engram_purge_pending gauge", f"engram_purge_pending {purge['forgets_pending']}",
+                 "# HELP engram_tombstones_unpublished Tombstones committed but not yet in the journal",
+                 "# TYPE engram_tombstones_unpublished gauge",
+                 f"engram_tombstones_unpublished {purge['tombstones_unpublished']}"]
+        lines.append("# TYPE engram_projection_lag gauge")
         for r in self.status():
             part = f',partition="{r["partition"]}"' if "partition" in r else ""
             lines.append(f'engram_projection_lag{{projection="{r["projection"]}"{part}}} {r["lag"]}')

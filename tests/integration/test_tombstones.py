@@ -171,3 +171,17 @@ def test_purged_views_are_vacuumed_and_their_evidence_says_when(opened) -> None:
         assert after[copy]["state"] == "purged"
         assert after[copy]["evidence"].endswith(f"tables vacuumed at {at.isoformat()}")
     assert purge.vacuum_views(at) == 0  # nothing new: no vacuum runs
+
+
+def test_the_purge_backlog_counts_what_is_not_purged_yet(opened) -> None:
+    engram = opened(hindsight_url="http://127.0.0.1:9")  # Hindsight's copy cannot be purged: nothing syncs
+    operator = Caller("acme", "root", "operator")
+    assert engram.operations.admin_status(operator)["backlogs"]["purge"]["forgets_pending"] == 0
+    forget_id = engram.memories.forget(ALICE, remember(engram))["forget_id"]
+    wait_published(engram)
+    backlog = engram.operations.admin_status(operator)["backlogs"]["purge"]
+    assert backlog == {"forgets_pending": 1, "tombstones_unpublished": 0}
+    assert engram.operations.admin_status(Caller("globex", "root", "operator"))["backlogs"]["purge"][
+        "forgets_pending"] == 0
+    assert "engram_purge_pending 1" in engram.operations.metrics()
+    assert engram.memories.forget_status(ALICE, forget_id)["status"] == "stopped_using"
