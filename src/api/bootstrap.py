@@ -114,14 +114,6 @@ class Engram:
             datastore = store.datastore
             assert store.outbox is not None
             fence.attach(store.outbox)
-            unfenced = fence.unfenced() if fenced else []
-            if unfenced:
-                store.close()
-                if hasattr(journal, "close"):
-                    journal.close()
-                if embedded is not None:
-                    embedded.stop()
-                raise FenceRequired(len(unfenced))
             index = BlindIndex(master)
             purge = PurgeTracker(datastore, (*copies, BACKUPS), backups=catalog)
             views = {"recall": RecallView(datastore, "recall"), "review": ReviewView(datastore, "review"),
@@ -138,6 +130,14 @@ class Engram:
             }
             if settings.hindsight_url:
                 projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"])
+        unfenced = fence.unfenced() if fenced else []  # outside the schema lock: its session must end first
+        if unfenced:
+            store.close()
+            if hasattr(journal, "close"):
+                journal.close()
+            if embedded is not None:
+                embedded.stop()
+            raise FenceRequired(len(unfenced))
         inbox = InboxQueries(datastore)
         budget = BudgetLedger(datastore)
         runner = ProjectorRunner(

@@ -185,3 +185,43 @@ def test_the_purge_backlog_counts_what_is_not_purged_yet(opened) -> None:
         "forgets_pending"] == 0
     assert "engram_purge_pending 1" in engram.operations.metrics()
     assert engram.memories.forget_status(ALICE, forget_id)["status"] == "stopped_using"
+
+
+def test_restoring_the_whole_data_directory_is_refused_until_fenced(tmp_path: Path) -> None:
+    """The embedded default, its master key and cluster inside the data directory, copied back whole."""
+    import shutil
+    import subprocess
+
+    from engram.service.settings import Settings
+
+    from helpers import SECRET
+
+    settings = Settings(data_dir=tmp_path / "data", token_secret=SECRET, db_pool_size=2)
+    first = Engram.open(settings, background=False)
+    memory_id = remember(first, "I hide the spare key under the heron-6601 statue")
+    first.close()
+    copy = ["cp", "-a"]  # as an operator's file backup would: owners and modes kept
+    subprocess.run([*copy, str(tmp_path / "data"), str(tmp_path / "copy")], check=True)  # server stopped
+    second = Engram.open(settings, background=False)
+    second.memories.forget(ALICE, memory_id)
+    wait_published(second)
+    second.close()
+    shutil.rmtree(tmp_path / "data")
+    subprocess.run([*copy, str(tmp_path / "copy"), str(tmp_path / "data")], check=True)  # restored over it
+
+    with pytest.raises(FenceRequired):
+        Engram.open(settings, background=False)
+    fencing = Engram.open(settings, background=False, fenced=False)
+    try:
+        assert fencing.memories.get(ALICE, memory_id)["text"] is None  # the fence already withholds the key
+        fencing.operations.restore_fence()
+    finally:
+        fencing.close()
+    third = Engram.open(settings, background=False)
+    try:
+        got = third.memories.get(ALICE, memory_id)
+        assert got["status"] == "forgotten" and got["text"] is None
+        assert third.recall.recall(ALICE, query="spare key heron", as_of=None, max_bytes=17500,
+                                   limit=5)["items"] == []
+    finally:
+        third.close()
