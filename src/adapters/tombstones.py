@@ -40,7 +40,8 @@ log = logging.getLogger("engram.tombstones")
 
 
 class TombstonesUnavailable(DomainError):
-    """The tombstone journal cannot be reached: whatever needs a tombstone is not acknowledged."""
+    """The tombstone journal cannot be reached. Publishing retries from the outbox; reading it for the
+    fence (`engram restore --fence`) fails rather than fence with a partial journal."""
 
     code, status, title = "unavailable", 503, "Temporarily unavailable"
     retry_after = 5  # seconds; a broker restart usually takes about that
