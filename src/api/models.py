@@ -67,6 +67,9 @@ class _MemoryFields(BaseModel):
 
 class MemoryOut(_MemoryFields):
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+    purge_id: str | None = Field(default=None, description="forgotten, rejected or expired: the id whose "
+                                 "GET /v1/forgets/{purge_id} shows each copy's purge (stopped using at once, "
+                                 "purge_complete once every copy reported)")
 
 
 class CandidateOut(BaseModel):

@@ -249,7 +249,11 @@ class MemoryService:
     # -- reads ---------------------------------------------------------------
 
     def get(self, caller: Caller, memory_id: str) -> dict[str, Any]:
-        return memory_of(self._load(self.ledger.access(caller), memory_id))
+        memory = self._load(self.ledger.access(caller), memory_id)
+        document = memory_of(memory)
+        if memory.purge_id is not None:  # the person follows it to each copy's purge
+            document["purge_id"] = memory.purge_id
+        return document
 
     def history(self, caller: Caller, memory_id: str) -> dict[str, Any]:
         memory = self._load(self.ledger.access(caller), memory_id)

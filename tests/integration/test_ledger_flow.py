@@ -62,6 +62,7 @@ def test_remember_recall_correct_forget(engram) -> None:
         assert after.post("/v1/recall", json={"query": "reports"}, headers=alice).json()["items"] == []
         got = after.get(f"/v1/memories/{memory_id}", headers=alice).json()
         assert got["status"] == "forgotten" and got["text"] is None and got["evidence"] == []
+        assert got["purge_id"] == forget_id  # from the memory to its copies' purge
         listed = after.get("/v1/memories", params={"status": "all"}, headers=alice).json()["items"]
         assert all(i["text"] is None for i in listed) and [i["status"] for i in listed] == ["forgotten"]
         assert after.get("/v1/memories", headers=alice).json()["items"] == []
