@@ -134,10 +134,10 @@ class Engram:
                 "recall": RecallProjection(views["recall"], store.keys, index, purge),
                 "review": ReviewProjection(views["review"], store.keys, purge),
                 "governance": GovernanceProjection(views["governance"]),
-                "inbox": InboxProjection(views["inbox"], purge),
+                "inbox": InboxProjection(views["inbox"], index, purge),
             }
             if settings.hindsight_url:
-                projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"])
+                projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"], index)
         inbox = InboxQueries(datastore)
         budget = BudgetLedger(datastore)
         runner = ProjectorRunner(
