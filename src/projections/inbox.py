@@ -84,11 +84,14 @@ class InboxProjection(ViewProjection):
         if isinstance(e, Receipt.Received):
             source_id = (e.source or {}).get("id")  # None once the receipt's key is gone
             blind = self.index.source(e.company, source_id) if source_id else None
+            # Not cleared until its PayloadCleared: an ignored receipt keeps no text, but its key seals its
+            # source (ADR 0019), so retention and an account forget clear it like any other.
             curs.execute(
                 "INSERT INTO engram_inbox (receipt_uuid, company, person, receipt_id, source_blind, kind, state, "
-                "reason, received_at, cleared) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                "reason, received_at, processed_at, cleared) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, false) "
+                "ON CONFLICT DO NOTHING",
                 (e.originator_id, e.company, e.person, e.receipt_id, blind, e.kind, e.state, e.reason,
-                 e.timestamp, e.text is None),
+                 e.timestamp, e.timestamp if e.state == IGNORED else None),
             )
             if e.kind != "message" and blind:
                 curs.execute(
