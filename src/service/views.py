@@ -53,7 +53,7 @@ def memory_of(m: Memory) -> dict[str, Any]:
     cur, forgotten = m.current, m.status == FORGOTTEN
     return memory_document(
         id=m.id, text=None if forgotten else cur["text"], status=m.status, revision=m.revision,
-        visibility=m.visibility, team=m.team, source=m.source, valid_from=cur["valid_from"],
+        visibility=m.visibility, team=m.team, source=None if forgotten else m.source, valid_from=cur["valid_from"],
         valid_to=cur["valid_to"], time_uncertain=cur["time_uncertain"],
         evidence=[] if forgotten or m.evidence is None else m.evidence, created_at=m.created_on,
         updated_at=m.modified_on,

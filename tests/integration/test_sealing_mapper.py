@@ -39,13 +39,13 @@ def test_stored_event_is_sealed_and_decodes_after_shredding(engram) -> None:
 
 def test_source_is_sealed_and_an_old_event_keeps_its_clear_source(engram) -> None:
     keys, mapper = engram.store.keys, engram.store.mapper
-    source = {"kind": "chat", "id": "chat-secret-5521", "message_id": "msg-8813-secret"}
+    source = {"kind": "chat", "id": "chat-mapper-3301", "message_id": "msg-mapper-3302"}
     memory = Memory.remember(scope=Scope("acme", "alice"), source=source, text="osprey-3390 likes jazz",
                              evidence=[{"quote": "osprey-3390 likes jazz"}], valid_from=None, valid_to=None,
                              actor="alice", at=T0)
     keys.create(memory.id, "acme")
     stored = mapper.to_stored_event(memory.collect_events()[0])
-    assert b"chat-secret-5521" not in stored.state and b"msg-8813-secret" not in stored.state
+    assert b"chat-mapper-3301" not in stored.state and b"msg-mapper-3302" not in stored.state
     assert mapper.to_domain_event(stored).source == source
 
     # As events were stored before the source was sealed (ADR 0019): text and evidence sealed, the
