@@ -184,8 +184,12 @@ class HindsightSyncer:
         bank = row.get("bank")
         if bank is None:
             if memory.scope.shredded and memory.visibility != GENERAL:
-                raise HindsightUnavailable("the bank of this memory was never noted")
+                # Every retain notes its bank first (below), so an unnoted one was never retained here.
+                return self._finish(row, evidence="never retained in Hindsight: no bank was ever noted for it")
             bank = bank_for(memory.scope)
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute("INSERT INTO engram_hindsight_banks (memory_id, bank) VALUES (%s, %s) "
+                             "ON CONFLICT DO NOTHING", (memory_id, bank))
         text = memory.current["text"]
         if row["action"] == "retain" and memory.status == CONFIRMED and text is not None:
             return self._retain(row, bank, text, memory.current["valid_from"])

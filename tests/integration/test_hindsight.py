@@ -453,3 +453,28 @@ def test_a_forgotten_restricted_memory_is_deleted_from_its_bank_though_its_sourc
     hs.retain(risk_bank, restricted, "The audit finding on vendor payments is still open", None)  # it came back
     assert system.syncer.audit(limit=None)["found_again"] == 1
     assert not hs.exists(risk_bank, restricted)
+
+
+def test_hindsight_enabled_after_a_restricted_memory_was_forgotten_says_it_was_never_retained(
+        settings, database, hindsight) -> None:
+    admin = Caller("acme", "root", "admin")
+    before = Engram.open(settings.replace(master_key=MASTER), database=database, background=False)
+    try:
+        before.governance.put_directory(admin, {"teams": {"t-risk": {"members": ["alice"]}},
+                                                "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}}})
+        restricted = before.memories.remember(
+            ALICE, text="The vendor audit is still open", occurred_at=None, visibility="restricted",
+            source={"kind": "ticket", "id": "s-jira", "message_id": "J-3"}, team="t-risk",
+            valid_from=None, valid_to=None)["id"]
+        before.memories.forget(ALICE, restricted)
+    finally:
+        before.close()
+    after = Engram.open(settings.replace(hindsight_url=hindsight.url, master_key=MASTER), database=database,
+                        background=False)
+    try:
+        assert after.syncer.sync() == 1  # no bank, no source to name one: nothing was ever retained
+        assert after.syncer.backlog() == {"done": 1}
+        with after.store.datastore.get_connection() as conn:
+            assert conn.execute("SELECT count(*) AS n FROM engram_hindsight_banks").fetchone()["n"] == 0
+    finally:
+        after.close()
