@@ -119,34 +119,40 @@ class HindsightSyncProjection(ViewProjection):
             "VALUES (%s, %s, %s, '[]') ON CONFLICT DO NOTHING",
             (directory_id(company), company, Jsonb(Directory().document())),
         )
-        curs.execute("SELECT document, revoked FROM engram_hindsight_directories WHERE company = %s"
+        curs.execute("SELECT company, document, revoked FROM engram_hindsight_directories WHERE company = %s"
                      + (" FOR SHARE" if share else ""), (company,))
         row = curs.fetchone()
         assert row is not None
         return dict(row)
 
-    def _usable(self, scope: dict[str, Any], directory: dict[str, Any]) -> bool:
-        """May the owner still use this memory now? The one visibility rule, asked as the person, with
-        every source id blinded alike: the memory's as the view keeps it, the directory's and the
-        revocations' here (ADR 0019)."""
-        company = scope["company"]
-        owner = Caller(company, scope["person"], "user")
+    def _blinded(self, directory: dict[str, Any]) -> tuple[Directory, list[tuple[str, str | None]]]:
+        """The company's directory and revocations with every source id blinded as the view keeps the
+        memories' (ADR 0019): once per decision round, not per memory."""
+        company = directory["company"]
 
         def blind(source_id: str) -> str:
             return self.index.source(company, source_id)
 
-        revoked = frozenset(blind(r["source_id"]) for r in directory["revoked"]
-                            if r["person"] in (None, scope["person"]))
-        grants = Directory.from_document(directory["document"]).with_source_ids(blind).grants(owner, revoked)
-        return may_use(owner, Scope(company, scope["person"], scope["visibility"], scope["team"],
-                                    scope["source_blind"], shredded=scope["source_blind"] is None), grants)
+        return (Directory.from_document(directory["document"]).with_source_ids(blind),
+                [(blind(r["source_id"]), r["person"]) for r in directory["revoked"]])
+
+    @staticmethod
+    def _usable(scope: dict[str, Any], blinded: tuple[Directory, list[tuple[str, str | None]]]) -> bool:
+        """May the owner still use this memory now? The one visibility rule, asked as the person, with
+        every source id blinded alike (`_blinded`)."""
+        directory, revocations = blinded
+        owner = Caller(scope["company"], scope["person"], "user")
+        revoked = frozenset(s for s, person in revocations if person in (None, scope["person"]))
+        return may_use(owner, Scope(scope["company"], scope["person"], scope["visibility"], scope["team"],
+                                    scope["source_blind"], shredded=scope["source_blind"] is None),
+                       directory.grants(owner, revoked))
 
     def _want_retain(self, curs: Cursor[Any], e: Any, revision: int | None, tracking: Tracking) -> None:
         curs.execute("SELECT * FROM engram_hindsight_scopes WHERE memory_id = %s", (e.originator_id,))
         scope = curs.fetchone()
         if scope is None:  # its creation was never seen: nothing to index
             return
-        usable = self._usable(scope, self._directory(curs, scope["company"], share=True))
+        usable = self._usable(scope, self._blinded(self._directory(curs, scope["company"], share=True)))
         self._want(curs, e.originator_id, "retain" if usable else "withdraw", revision, e.timestamp,
                    tracking.notification_id)
 
@@ -160,8 +166,9 @@ class HindsightSyncProjection(ViewProjection):
             "WHERE s.company = %s AND h.action <> 'delete' ORDER BY s.memory_id FOR UPDATE OF h",
             (directory["company"],),
         )
+        blinded = self._blinded(directory)
         for scope in list(curs.fetchall()):
-            action = "retain" if self._usable(scope, directory) else "withdraw"
+            action = "retain" if self._usable(scope, blinded) else "withdraw"
             if action != scope["action"]:
                 self._want(curs, scope["memory_id"], action, None, at, tracking.notification_id)
 
