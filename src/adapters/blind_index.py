@@ -12,6 +12,7 @@ import hmac
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable
 from functools import lru_cache
 
 import snowballstemmer
@@ -65,6 +66,15 @@ class BlindIndex:
     def blind(self, company: str, term: str) -> int:
         digest = hmac.new(self._key(company), term.encode(), hashlib.sha256).digest()
         return int.from_bytes(digest[:8], "big", signed=True)
+
+    def source(self, company: str, source_id: str) -> str:
+        """A source id as the views keep it (ADR 0019): keyed like the terms, kept apart from them by
+        its own prefix, 128 bits in hex, so equal ids still match and join within one company."""
+        digest = hmac.new(self._key(company), b"source\x00" + source_id.encode(), hashlib.sha256).digest()
+        return "s" + digest[:16].hex()
+
+    def sources(self, company: str, source_ids: Iterable[str]) -> list[str]:
+        return sorted(self.source(company, s) for s in source_ids)
 
     def term_counts(self, company: str, text: str) -> Counter[int]:
         return Counter(self.blind(company, t) for t in terms(text))

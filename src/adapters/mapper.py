@@ -60,7 +60,8 @@ class SealingMapper(Mapper):
             return super().to_domain_event(stored_event)
         blob = base64.b64decode(state.pop(SEALED))
         personal = getattr(resolve_topic(stored_event.topic), "personal_fields", ())
-        secret: dict[str, Any] = {name: None for name in personal}
+        # A field stored in clear stays as stored: events written before it was personal (ADR 0019).
+        secret: dict[str, Any] = {name: None for name in personal if name not in state}
         key = self.keys.get(stored_event.originator_id)
         if key is not None:
             try:

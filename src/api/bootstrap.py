@@ -126,10 +126,10 @@ class Engram:
                 "recall": RecallProjection(views["recall"], store.keys, index, purge),
                 "review": ReviewProjection(views["review"], store.keys, purge),
                 "governance": GovernanceProjection(views["governance"]),
-                "inbox": InboxProjection(views["inbox"], purge),
+                "inbox": InboxProjection(views["inbox"], index, purge),
             }
             if settings.hindsight_url:
-                projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"])
+                projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"], index)
         unfenced = fence.unfenced() if fenced else []  # outside the schema lock: its session must end first
         if unfenced:
             store.close()

@@ -56,7 +56,7 @@ class _MemoryFields(BaseModel):
     revision: int
     visibility: str = Field(description="general or restricted")
     team: str | None
-    source: SourceOut
+    source: SourceOut | None = Field(description="null once forgotten: sealed with the text (ADR 0019)")
     valid_from: Timestamp | None
     valid_to: Timestamp | None
     time_uncertain: bool
@@ -79,7 +79,7 @@ class CandidateOut(BaseModel):
     review: str = Field(description="normal or sensitive")
     visibility: str
     team: str | None
-    source: SourceOut
+    source: SourceOut | None = Field(description="null once its key is gone")
     evidence: list[EvidenceOut]
     proposed_at: Timestamp
     expires_at: Timestamp | None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,15 @@ class Directory:
             "sources": {s: {"team": team, "members": sorted(m)} for s, (team, m) in sorted(self.sources.items())},
             "bots": {b: {"teams": sorted(t), "sources": sorted(s)} for b, (t, s) in sorted(self.bots.items())},
         }
+
+    def with_source_ids(self, rename: Callable[[str], str]) -> Directory:
+        """The same directory with each source id renamed (blinded, to be compared with the blinded
+        source ids the views keep: ADR 0019); every grant comes out the same, renamed."""
+        return Directory(
+            dict(self.teams),
+            {rename(s): entry for s, entry in self.sources.items()},
+            {b: (teams, frozenset(rename(s) for s in sources)) for b, (teams, sources) in self.bots.items()},
+        )
 
     def team_of(self, source_id: str) -> str | None:
         entry = self.sources.get(source_id)

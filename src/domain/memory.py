@@ -51,7 +51,7 @@ class Memory(Aggregate):
         person: str
         visibility: str
         team: str | None
-        source: dict[str, Any]
+        source: dict[str, Any] | None  # None once forgotten: sealed like the text (ADR 0019)
         evidence: list[dict[str, Any]] | None  # None once forgotten: it replays without its key
         status: str
         review: str
@@ -67,12 +67,12 @@ class Memory(Aggregate):
     class Created(Event, Aggregate.Created):
         """Common shape of the two ways a memory comes to be."""
 
-        personal_fields = ("text", "evidence")
+        personal_fields = ("text", "evidence", "source")
         company: str
         person: str
         visibility: str
         team: str | None
-        source: dict[str, Any]
+        source: dict[str, Any] | None
         text: str | None
         evidence: list[dict[str, Any]] | None
         valid_from: datetime | None
@@ -239,12 +239,14 @@ class Memory(Aggregate):
 
     @property
     def scope(self) -> Scope:
+        """Its scope; once its key is gone its source is too (`Scope.shredded`)."""
         return Scope(
             company=self.company,
             person=self.person,
             visibility=self.visibility,
             team=self.team,
-            source_id=self.source.get("id"),
+            source_id=None if self.source is None else self.source.get("id"),
+            shredded=self.source is None,
         )
 
     @property

@@ -36,7 +36,7 @@ class Receipt(Aggregate):
         kind: str
         text: str | None
         occurred_at: datetime | None
-        source: dict[str, Any]
+        source: dict[str, Any] | None
         visibility: str
         team: str | None
         state: str
@@ -50,7 +50,7 @@ class Receipt(Aggregate):
         personal_fields: ClassVar[tuple[str, ...]] = ()
 
     class Received(Event, Aggregate.Created):
-        personal_fields = ("text",)
+        personal_fields = ("text", "source")  # the source is sealed too: None once the key is gone (ADR 0019)
         company: str
         person: str
         receipt_id: str
@@ -58,7 +58,7 @@ class Receipt(Aggregate):
         kind: str
         text: str | None
         occurred_at: datetime | None
-        source: dict[str, Any]
+        source: dict[str, Any] | None
         visibility: str
         team: str | None
         state: str

@@ -35,11 +35,14 @@ class Scope:
     visibility: str = GENERAL
     team: str | None = None
     source_id: str | None = None
+    # The source was sealed with the memory's key and that key is gone (forgotten, expired): only
+    # the memory's status and history remain, and no source rule can be asked of it (ADR 0019).
+    shredded: bool = False
 
     def __post_init__(self) -> None:
         if self.visibility not in (GENERAL, RESTRICTED):
             raise InvalidScope("visibility must be 'general' or 'restricted'")
-        if self.visibility == RESTRICTED and not (self.team and self.source_id):
+        if self.visibility == RESTRICTED and not (self.team and (self.source_id or self.shredded)):
             raise InvalidScope("a restricted memory needs a team and a source id")
         for value in (self.team, self.source_id):
             if value is not None and not is_valid_id(value):

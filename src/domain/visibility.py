@@ -28,6 +28,9 @@ def may_use(caller: Caller, scope: Scope, grants: Grants) -> bool:
     while registered in the company's directory; a revoked source stops its memories;
     a restricted memory needs its team and source held by the person (and the bot), and its source
     still in its team (a source moved to another team takes its memories out of use).
+    A memory whose source was shredded with its key (ADR 0019) is nothing but a status and a history
+    by then: its owner keeps seeing that while they hold its team.
+    The source ids may be blinded (ADR 0019) as long as the scope's and the grants' are blinded alike.
     """
     if caller.is_administrative:
         return False
@@ -39,5 +42,7 @@ def may_use(caller: Caller, scope: Scope, grants: Grants) -> bool:
         return False
     if scope.visibility == GENERAL:
         return True
+    if scope.source_id is None and scope.shredded:  # what is left of it: its owner, while in its team
+        return scope.team in grants.teams
     return (scope.team in grants.teams and scope.source_id in grants.sources
             and grants.source_teams.get(scope.source_id or "") == scope.team)

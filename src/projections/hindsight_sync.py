@@ -14,9 +14,11 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
+from engram.adapters.blind_index import BlindIndex
+from engram.adapters.hindsight import bank_for
 from engram.domain.directory import CompanyDirectory, Directory, directory_id
 from engram.domain.memory import Memory, purge_id_of
-from engram.domain.scope import Caller, Scope
+from engram.domain.scope import GENERAL, Caller, Scope
 from engram.domain.visibility import may_use
 
 from .base import View, ViewProjection
@@ -43,14 +45,14 @@ CREATE TABLE IF NOT EXISTS engram_hindsight_scopes (
     person text NOT NULL,
     visibility text NOT NULL,
     team text,
-    source_id text
+    source_blind text                -- BlindIndex.source of its source id (ADR 0019)
 );
 CREATE INDEX IF NOT EXISTS engram_hindsight_scopes_company ON engram_hindsight_scopes (company);
 CREATE TABLE IF NOT EXISTS engram_hindsight_directories (
     directory_id uuid PRIMARY KEY,
     company text NOT NULL UNIQUE,
     document jsonb NOT NULL,
-    revoked jsonb NOT NULL           -- [{"source_id", "person" (null: everyone)}]
+    revoked jsonb NOT NULL           -- [{"source_id", "person" (null: everyone)}]: company configuration, in clear
 );
 """
 
@@ -70,13 +72,25 @@ class HindsightSyncProjection(ViewProjection):
     name = "hindsight_sync"
     view_class = HindsightSyncView
 
+    def __init__(self, view: View, index: BlindIndex) -> None:
+        super().__init__(view)
+        self.index = index
+
     def apply(self, curs: Cursor[Any], e: Any, tracking: Tracking) -> None:
         if isinstance(e, Memory.Created):
+            source_id = (e.source or {}).get("id")  # None once the key is gone: it is sealed (ADR 0019)
             curs.execute(
-                "INSERT INTO engram_hindsight_scopes (memory_id, company, person, visibility, team, source_id) "
+                "INSERT INTO engram_hindsight_scopes (memory_id, company, person, visibility, team, source_blind) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (e.originator_id, e.company, e.person, e.visibility, e.team, (e.source or {}).get("id")),
+                (e.originator_id, e.company, e.person, e.visibility, e.team,
+                 self.index.source(e.company, source_id) if source_id else None),
             )
+            if source_id is not None or e.visibility == GENERAL:
+                # Its bank, while the source can still be read: a forget must find the document after
+                # the key (and with it the source) is gone. Not rebuilt: migration 0007 owns the table.
+                bank = bank_for(Scope(e.company, e.person, e.visibility, e.team, source_id))
+                curs.execute("INSERT INTO engram_hindsight_banks (memory_id, bank) VALUES (%s, %s) "
+                             "ON CONFLICT DO NOTHING", (e.originator_id, bank))
             if isinstance(e, Memory.Remembered):
                 self._want_retain(curs, e, 1, tracking)
         elif isinstance(e, Memory.Confirmed):
@@ -105,27 +119,40 @@ class HindsightSyncProjection(ViewProjection):
             "VALUES (%s, %s, %s, '[]') ON CONFLICT DO NOTHING",
             (directory_id(company), company, Jsonb(Directory().document())),
         )
-        curs.execute("SELECT document, revoked FROM engram_hindsight_directories WHERE company = %s"
+        curs.execute("SELECT company, document, revoked FROM engram_hindsight_directories WHERE company = %s"
                      + (" FOR SHARE" if share else ""), (company,))
         row = curs.fetchone()
         assert row is not None
         return dict(row)
 
+    def _blinded(self, directory: dict[str, Any]) -> tuple[Directory, list[tuple[str, str | None]]]:
+        """The company's directory and revocations with every source id blinded as the view keeps the
+        memories' (ADR 0019): once per decision round, not per memory."""
+        company = directory["company"]
+
+        def blind(source_id: str) -> str:
+            return self.index.source(company, source_id)
+
+        return (Directory.from_document(directory["document"]).with_source_ids(blind),
+                [(blind(r["source_id"]), r["person"]) for r in directory["revoked"]])
+
     @staticmethod
-    def _usable(scope: dict[str, Any], directory: dict[str, Any]) -> bool:
-        """May the owner still use this memory now? The one visibility rule, asked as the person."""
+    def _usable(scope: dict[str, Any], blinded: tuple[Directory, list[tuple[str, str | None]]]) -> bool:
+        """May the owner still use this memory now? The one visibility rule, asked as the person, with
+        every source id blinded alike (`_blinded`)."""
+        directory, revocations = blinded
         owner = Caller(scope["company"], scope["person"], "user")
-        revoked = frozenset(r["source_id"] for r in directory["revoked"] if r["person"] in (None, scope["person"]))
-        grants = Directory.from_document(directory["document"]).grants(owner, revoked)
+        revoked = frozenset(s for s, person in revocations if person in (None, scope["person"]))
         return may_use(owner, Scope(scope["company"], scope["person"], scope["visibility"], scope["team"],
-                                    scope["source_id"]), grants)
+                                    scope["source_blind"], shredded=scope["source_blind"] is None),
+                       directory.grants(owner, revoked))
 
     def _want_retain(self, curs: Cursor[Any], e: Any, revision: int | None, tracking: Tracking) -> None:
         curs.execute("SELECT * FROM engram_hindsight_scopes WHERE memory_id = %s", (e.originator_id,))
         scope = curs.fetchone()
         if scope is None:  # its creation was never seen: nothing to index
             return
-        usable = self._usable(scope, self._directory(curs, scope["company"], share=True))
+        usable = self._usable(scope, self._blinded(self._directory(curs, scope["company"], share=True)))
         self._want(curs, e.originator_id, "retain" if usable else "withdraw", revision, e.timestamp,
                    tracking.notification_id)
 
@@ -139,8 +166,9 @@ class HindsightSyncProjection(ViewProjection):
             "WHERE s.company = %s AND h.action <> 'delete' ORDER BY s.memory_id FOR UPDATE OF h",
             (directory["company"],),
         )
+        blinded = self._blinded(directory)
         for scope in list(curs.fetchall()):
-            action = "retain" if self._usable(scope, directory) else "withdraw"
+            action = "retain" if self._usable(scope, blinded) else "withdraw"
             if action != scope["action"]:
                 self._want(curs, scope["memory_id"], action, None, at, tracking.notification_id)
 

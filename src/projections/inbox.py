@@ -10,6 +10,7 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
+from engram.adapters.blind_index import BlindIndex
 from engram.domain.memory import Memory, purge_id_of
 from engram.domain.receipt import IGNORED, QUEUED, Receipt
 
@@ -22,7 +23,7 @@ CREATE TABLE IF NOT EXISTS engram_inbox (
     company text NOT NULL,
     person text NOT NULL,
     receipt_id text NOT NULL,
-    source_id text,
+    source_blind text,               -- BlindIndex.source of its source id; the source itself is only sealed (ADR 0019)
     kind text NOT NULL,
     state text NOT NULL,
     reason text,
@@ -37,9 +38,9 @@ CREATE INDEX IF NOT EXISTS engram_inbox_candidates ON engram_inbox USING gin (ca
 CREATE TABLE IF NOT EXISTS engram_capture_stops (
     company text NOT NULL,
     person text NOT NULL,
-    source_id text NOT NULL,
+    source_blind text NOT NULL,
     stopped_at timestamptz NOT NULL,
-    PRIMARY KEY (company, person, source_id)
+    PRIMARY KEY (company, person, source_blind)
 );
 """
 
@@ -55,8 +56,9 @@ class InboxProjection(ViewProjection):
     name = "inbox"
     view_class = InboxView
 
-    def __init__(self, view: View, purge: PurgeTracker | None = None) -> None:
+    def __init__(self, view: View, index: BlindIndex, purge: PurgeTracker | None = None) -> None:
         super().__init__(view)
+        self.index = index
         self.purge = purge
 
     def cleared(self, curs: Cursor[Any]) -> None:
@@ -80,17 +82,22 @@ class InboxProjection(ViewProjection):
 
     def apply(self, curs: Cursor[Any], e: Any, tracking: Tracking) -> None:
         if isinstance(e, Receipt.Received):
+            source_id = (e.source or {}).get("id")  # None once the receipt's key is gone
+            blind = self.index.source(e.company, source_id) if source_id else None
+            # Not cleared until its PayloadCleared: an ignored receipt keeps no text, but its key seals its
+            # source (ADR 0019), so retention and an account forget clear it like any other.
             curs.execute(
-                "INSERT INTO engram_inbox (receipt_uuid, company, person, receipt_id, source_id, kind, state, reason, "
-                "received_at, cleared) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (e.originator_id, e.company, e.person, e.receipt_id, e.source.get("id"), e.kind, e.state, e.reason,
-                 e.timestamp, e.text is None),
+                "INSERT INTO engram_inbox (receipt_uuid, company, person, receipt_id, source_blind, kind, state, "
+                "reason, received_at, processed_at, cleared) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, false) "
+                "ON CONFLICT DO NOTHING",
+                (e.originator_id, e.company, e.person, e.receipt_id, blind, e.kind, e.state, e.reason,
+                 e.timestamp, e.timestamp if e.state == IGNORED else None),
             )
-            if e.kind != "message" and e.source.get("id"):
+            if e.kind != "message" and blind:
                 curs.execute(
-                    "INSERT INTO engram_capture_stops (company, person, source_id, stopped_at) "
+                    "INSERT INTO engram_capture_stops (company, person, source_blind, stopped_at) "
                     "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (e.company, e.person, e.source["id"], e.timestamp),
+                    (e.company, e.person, blind, e.timestamp),
                 )
         elif isinstance(e, Receipt.Processed):
             curs.execute(
@@ -105,7 +112,8 @@ class InboxProjection(ViewProjection):
                 (state, e.reason, e.timestamp, e.originator_id),
             )
         elif isinstance(e, Receipt.PayloadCleared):
-            curs.execute("UPDATE engram_inbox SET cleared = true WHERE receipt_uuid = %s RETURNING candidate_ids",
+            curs.execute("UPDATE engram_inbox SET cleared = true, source_blind = NULL WHERE receipt_uuid = %s "
+                         "RETURNING candidate_ids",
                          (e.originator_id,))
             row = curs.fetchone()
             if row and row["candidate_ids"] and self.purge is not None:  # cleared after its memory's forget
@@ -124,13 +132,14 @@ class InboxQueries:
     def __init__(self, datastore: Any) -> None:
         self.datastore = datastore
 
-    def capture_stopped(self, company: str, person: str, source_id: str | None) -> bool:
-        if not source_id:
+    def capture_stopped(self, company: str, person: str, source_blind: str | None) -> bool:
+        """`source_blind`: `BlindIndex.source` of the chat's id (ADR 0019)."""
+        if not source_blind:
             return False
         with self.datastore.get_connection() as conn:
             return conn.execute(
-                "SELECT 1 FROM engram_capture_stops WHERE company = %s AND person = %s AND source_id = %s",
-                (company, person, source_id),
+                "SELECT 1 FROM engram_capture_stops WHERE company = %s AND person = %s AND source_blind = %s",
+                (company, person, source_blind),
             ).fetchone() is not None
 
     def get(self, receipt_uuid: UUID) -> dict[str, Any] | None:

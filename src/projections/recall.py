@@ -10,7 +10,6 @@ from typing import Any
 
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
-from psycopg.types.json import Jsonb
 
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.kafka import EVENTS_TOPIC, consumed_at
@@ -37,7 +36,8 @@ CREATE TABLE IF NOT EXISTS engram_memories (
     person text NOT NULL,
     visibility text NOT NULL,
     team text,
-    source jsonb NOT NULL,
+    sealed_source bytea,             -- {kind, id, message_id} under the memory's key (ADR 0019)
+    source_blind text,               -- BlindIndex.source of its id: for revocation, restriction, forget by source
     status text NOT NULL,
     review text NOT NULL,
     revision int NOT NULL,
@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS engram_memories (
 );
 CREATE INDEX IF NOT EXISTS engram_memories_owner
     ON engram_memories (company, person, status, created_at DESC, memory_id DESC);
+CREATE INDEX IF NOT EXISTS engram_memories_source
+    ON engram_memories (company, person, source_blind) WHERE source_blind IS NOT NULL;
 CREATE TABLE IF NOT EXISTS engram_recall_revisions (
     memory_id uuid NOT NULL,
     revision int NOT NULL,
@@ -59,7 +61,7 @@ CREATE TABLE IF NOT EXISTS engram_recall_revisions (
     person text NOT NULL,
     visibility text NOT NULL,
     team text,
-    source_id text,
+    source_blind text,
     valid_from timestamptz,
     valid_to timestamptz,
     mode text,
@@ -85,7 +87,7 @@ CREATE TABLE IF NOT EXISTS engram_recall_terms (
     doc_len int NOT NULL,
     visibility text NOT NULL,
     team text,
-    source_id text,
+    source_blind text,
     answer_from timestamptz,
     answer_to timestamptz,
     PRIMARY KEY (company, person, term, memory_id, revision)
@@ -133,13 +135,17 @@ class RecallProjection(ViewProjection):
         key = self.keys.get(e.originator_id) if e.text is not None else None
         sealed_text = seal_for_view(key, e.originator_id, "text", e.text) if key else None
         sealed_evidence = seal_for_view(key, e.originator_id, "evidence", e.evidence) if key else None
+        # The source only sealed, and its id blinded for the queries that filter on it (ADR 0019).
+        source = e.source if key else None
+        sealed_source = seal_for_view(key, e.originator_id, "source", source) if key and source else None
+        blind = self.index.source(e.company, source["id"]) if source and source.get("id") else None
         curs.execute(
-            "INSERT INTO engram_memories (memory_id, company, person, visibility, team, source, status, "
-            "review, revision, sealed_text, sealed_evidence, valid_from, valid_to, time_uncertain, "
-            "created_at, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,1,%s,%s,%s,%s,%s,%s,%s) "
+            "INSERT INTO engram_memories (memory_id, company, person, visibility, team, sealed_source, "
+            "source_blind, status, review, revision, sealed_text, sealed_evidence, valid_from, valid_to, "
+            "time_uncertain, created_at, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,1,%s,%s,%s,%s,%s,%s,%s) "
             "ON CONFLICT (memory_id) DO NOTHING",
             (
-                e.originator_id, e.company, e.person, e.visibility, e.team, Jsonb(e.source), status,
+                e.originator_id, e.company, e.person, e.visibility, e.team, sealed_source, blind, status,
                 review, sealed_text, sealed_evidence, e.valid_from, e.valid_to, e.valid_from is None,
                 e.timestamp, e.timestamp,
             ),
@@ -207,7 +213,8 @@ class RecallProjection(ViewProjection):
         revisions = curs.rowcount
         curs.execute(
             "UPDATE engram_memories SET status = %s, sealed_text = NULL, sealed_evidence = NULL, "
-            "forget_id = %s, updated_at = %s WHERE memory_id = %s RETURNING company, person",
+            # source_blind stays: forgetting its source again answers with this memory's forget id (ADR 0019)
+            "sealed_source = NULL, forget_id = %s, updated_at = %s WHERE memory_id = %s RETURNING company, person",
             (status, e.forget_id if status == FORGOTTEN else None, e.timestamp, e.originator_id),
         )
         owner = curs.fetchone()
@@ -248,8 +255,8 @@ class RecallProjection(ViewProjection):
     def _insert_revision(self, curs, memory_id, revision, valid_from, valid_to, mode, uncertain, at, text, key) -> None:  # noqa: ANN001
         curs.execute(
             "INSERT INTO engram_recall_revisions (memory_id, revision, company, person, visibility, team, "
-            "source_id, valid_from, valid_to, mode, time_uncertain, at, sealed_text, doc_len) "
-            "SELECT memory_id, %s, company, person, visibility, team, source->>'id', %s, %s, %s, %s, %s, %s, %s "
+            "source_blind, valid_from, valid_to, mode, time_uncertain, at, sealed_text, doc_len) "
+            "SELECT memory_id, %s, company, person, visibility, team, source_blind, %s, %s, %s, %s, %s, %s, %s "
             "FROM engram_memories WHERE memory_id = %s ON CONFLICT DO NOTHING",
             (
                 revision, valid_from, valid_to, mode, uncertain, at,
@@ -294,7 +301,7 @@ class RecallProjection(ViewProjection):
         self._count_answers(curs, memory_id, sign=-1)
         curs.execute(
             "SELECT m.status, r.revision, r.valid_from, r.valid_to, r.mode, r.sealed_text, r.company, r.person, "
-            "r.visibility, r.team, r.source_id "
+            "r.visibility, r.team, r.source_blind "
             "FROM engram_recall_revisions r JOIN engram_memories m USING (memory_id) "
             "WHERE r.memory_id = %s ORDER BY r.revision",
             (memory_id,),
@@ -322,10 +329,10 @@ class RecallProjection(ViewProjection):
             if counts:
                 curs.executemany(
                     "INSERT INTO engram_recall_terms (company, person, term, memory_id, revision, tf, doc_len, "
-                    "visibility, team, source_id, answer_from, answer_to) "
+                    "visibility, team, source_blind, answer_from, answer_to) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     [(row["company"], row["person"], term, memory_id, period["revision"], tf, doc_len,
-                      row["visibility"], row["team"], row["source_id"], period["valid_from"], period["valid_to"])
+                      row["visibility"], row["team"], row["source_blind"], period["valid_from"], period["valid_to"])
                      for term, tf in counts.items()],
                 )
         self._count_answers(curs, memory_id, sign=+1)

@@ -1,5 +1,6 @@
 """Reads over the recall and review views: BM25 search over the blind term index, lists, candidates
-and the sweeper's due work. Rows come back sealed; the service unseals and authorizes each one."""
+and the sweeper's due work. Rows come back sealed; the service unseals and authorizes each one.
+Source ids in filters are blinded by the caller (`BlindIndex.source`, ADR 0019), as the views keep them."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ hits AS MATERIALIZED (
     SELECT term, memory_id, revision, tf, doc_len
     FROM engram_recall_terms
     WHERE company = %(company)s AND person = %(person)s AND term = ANY(%(terms)s::bigint[])
-      AND (visibility = 'general' OR (team = ANY(%(teams)s) AND source_id = ANY(%(sources)s)))
-      AND coalesce(source_id, '') <> ALL(%(revoked)s)
+      AND (visibility = 'general' OR (team = ANY(%(teams)s) AND source_blind = ANY(%(sources)s)))
+      AND coalesce(source_blind, '') <> ALL(%(revoked)s)
       AND (answer_from IS NULL OR answer_from <= %(as_of)s)
       AND (answer_to IS NULL OR answer_to > %(as_of)s)
 ),
@@ -40,8 +41,8 @@ WITH scored AS (
     SELECT r.memory_id, r.revision, 0.0::float8 AS score
     FROM engram_recall_revisions r
     WHERE r.company = %(company)s AND r.person = %(person)s AND r.is_answer
-      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
-      AND coalesce(r.source_id, '') <> ALL(%(revoked)s)
+      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_blind = ANY(%(sources)s)))
+      AND coalesce(r.source_blind, '') <> ALL(%(revoked)s)
       AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
     ORDER BY r.at DESC
@@ -54,8 +55,8 @@ WITH scored AS (
     SELECT r.memory_id, r.revision, 0.0::float8 AS score
     FROM engram_recall_revisions r
     WHERE r.memory_id = ANY(%(ids)s::uuid[]) AND r.company = %(company)s AND r.person = %(person)s AND r.is_answer
-      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_id = ANY(%(sources)s)))
-      AND coalesce(r.source_id, '') <> ALL(%(revoked)s)
+      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_blind = ANY(%(sources)s)))
+      AND coalesce(r.source_blind, '') <> ALL(%(revoked)s)
       AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
 )
@@ -63,7 +64,7 @@ WITH scored AS (
 
 _ROWS = """
 SELECT s.memory_id, s.revision, s.score, r.sealed_text, r.answer_from, r.answer_to, r.time_uncertain,
-       r.valid_from, r.valid_to, m.company, m.person, m.visibility, m.team, m.source, m.status,
+       r.valid_from, r.valid_to, m.company, m.person, m.visibility, m.team, m.sealed_source, m.status,
        m.sealed_evidence, k.wrapped
 FROM scored s
 JOIN engram_recall_revisions r ON r.memory_id = s.memory_id AND r.revision = s.revision
@@ -144,12 +145,14 @@ class RecallQueries:
                 "WHERE m.status IN ('expired', 'rejected') LIMIT %s", (limit,),
             ).fetchall())
 
-    def of_source(self, *, company: str, person: str, source_id: str, limit: int) -> list[dict[str, Any]]:
-        """A person's memories (every status) from one source, for forgetting by source: those not yet
-        forgotten first (so asking again always gets further), oldest first."""
+    def of_source(self, *, company: str, person: str, source_blind: str, limit: int) -> list[dict[str, Any]]:
+        """A person's memories (every status) from one source (`BlindIndex.source` of its id), for
+        forgetting by source: those not yet forgotten first (so asking again always gets further), oldest first."""
         with self.datastore.get_connection() as conn:
             return list(conn.execute(
-                "SELECT memory_id, company, person, visibility, team, source, status FROM engram_memories "
-                "WHERE company = %s AND person = %s AND source->>'id' = %s "
-                "ORDER BY status = 'forgotten', created_at, memory_id LIMIT %s", (company, person, source_id, limit),
+                "SELECT m.memory_id, m.company, m.person, m.visibility, m.team, m.sealed_source, m.status, k.wrapped "
+                "FROM engram_memories m LEFT JOIN engram_data_keys k ON k.key_id = m.memory_id "
+                "WHERE m.company = %s AND m.person = %s AND m.source_blind = %s "
+                "ORDER BY m.status = 'forgotten', m.created_at, m.memory_id LIMIT %s",
+                (company, person, source_blind, limit),
             ).fetchall())

@@ -6,7 +6,6 @@ from typing import Any
 
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
-from psycopg.types.json import Jsonb
 
 from engram.adapters.keystore import KeyStore
 from engram.adapters.view_cipher import seal_for_view
@@ -22,7 +21,7 @@ CREATE TABLE IF NOT EXISTS engram_candidates (
     person text NOT NULL,
     visibility text NOT NULL,
     team text,
-    source jsonb NOT NULL,
+    sealed_source bytea,             -- under the memory's key, like the text (ADR 0019)
     review text NOT NULL,
     sealed_text bytea,
     sealed_evidence bytea,
@@ -57,12 +56,12 @@ class ReviewProjection(ViewProjection):
             if key is None:
                 return  # already forgotten: nothing to review
             curs.execute(
-                "INSERT INTO engram_candidates (memory_id, company, person, visibility, team, source, review, "
+                "INSERT INTO engram_candidates (memory_id, company, person, visibility, team, sealed_source, review, "
                 "sealed_text, sealed_evidence, proposed_at, expires_at) "
                 "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
                 (
                     event.originator_id, event.company, event.person, event.visibility, event.team,
-                    Jsonb(event.source), event.review,
+                    seal_for_view(key, event.originator_id, "source", event.source), event.review,
                     seal_for_view(key, event.originator_id, "text", event.text),
                     seal_for_view(key, event.originator_id, "evidence", event.evidence),
                     event.timestamp, event.expires_at,

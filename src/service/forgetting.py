@@ -29,7 +29,7 @@ from engram.domain.settings import PersonSettings, settings_id
 from engram.domain.text import validate_id
 
 from .memories import MemoryService
-from .views import row_scope
+from .views import opened, row_scope
 
 log = logging.getLogger("engram.forgetting")
 
@@ -70,7 +70,7 @@ class AccountForgetRecords(Protocol):
 
 
 class SourceMemories(Protocol):
-    def of_source(self, *, company: str, person: str, source_id: str, limit: int) -> list[dict[str, Any]]: ...
+    def of_source(self, *, company: str, person: str, source_blind: str, limit: int) -> list[dict[str, Any]]: ...
 
 
 class InvalidBulkForget(DomainError):
@@ -127,10 +127,11 @@ class ForgettingService:
                                "nothing was forgotten")
         else:
             validate_id(source_id or "", "source_id")
-            rows = self.sources.of_source(company=caller.company, person=caller.person, source_id=source_id or "",
+            rows = self.sources.of_source(company=caller.company, person=caller.person,
+                                          source_blind=self.memories.index.source(caller.company, source_id or ""),
                                           limit=MAX_BULK + 1)
             if caller.role == "bot":
-                rows = [r for r in rows if access.may_use(row_scope(r))]
+                rows = [r for r in rows if access.may_use(row_scope(opened(self.ledger.keys, r)))]
             wanted = [str(r["memory_id"]) for r in rows[:MAX_BULK]]
         forget_ids = []
         for memory_id in wanted:

@@ -33,7 +33,7 @@ from engram.adapters.hindsight import (
     bank_for,
 )
 from engram.domain.memory import CONFIRMED, Memory
-from engram.domain.scope import Scope
+from engram.domain.scope import GENERAL
 from engram.projections.purge import HINDSIGHT, PurgeTracker
 
 from .ledger import Ledger
@@ -90,8 +90,9 @@ class HindsightSyncer:
         now = self._now()
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(
-                "SELECT s.memory_id, s.action, s.revision, s.generation, s.forget_id, s.attempts "
+                "SELECT s.memory_id, s.action, s.revision, s.generation, s.forget_id, s.attempts, b.bank "
                 "FROM engram_hindsight_sync s LEFT JOIN engram_hindsight_leases l USING (memory_id) "
+                "LEFT JOIN engram_hindsight_banks b USING (memory_id) "
                 "WHERE s.state = 'pending' AND (s.next_attempt_at IS NULL OR s.next_attempt_at <= %(now)s) "
                 "AND (l.lease_until IS NULL OR l.lease_until <= %(now)s) AND (%(only)s::uuid IS NULL OR s.memory_id = %(only)s) "
                 "ORDER BY (s.action = 'retain'), s.changed_at LIMIT 8 FOR UPDATE OF s SKIP LOCKED",
@@ -178,7 +179,17 @@ class HindsightSyncer:
         memory = self.ledger.get(memory_id, Memory)
         if memory is None:  # never stored here: nothing to index
             return self._finish(row)
-        bank = bank_for(memory.scope)
+        # Its bank as noted at its creation: once forgotten its source (part of a restricted bank's name)
+        # is shredded with its key (ADR 0019).
+        bank = row.get("bank")
+        if bank is None:
+            if memory.scope.shredded and memory.visibility != GENERAL:
+                # Every retain notes its bank first (below), so an unnoted one was never retained here.
+                return self._finish(row, evidence="never retained in Hindsight: no bank was ever noted for it")
+            bank = bank_for(memory.scope)
+            with self.datastore.transaction(commit=True) as curs:
+                curs.execute("INSERT INTO engram_hindsight_banks (memory_id, bank) VALUES (%s, %s) "
+                             "ON CONFLICT DO NOTHING", (memory_id, bank))
         text = memory.current["text"]
         if row["action"] == "retain" and memory.status == CONFIRMED and text is not None:
             return self._retain(row, bank, text, memory.current["valid_from"])
@@ -319,14 +330,14 @@ class HindsightSyncer:
         evidence as any delete; its forget's evidence says it came back."""
         with self.datastore.get_connection() as conn:
             rows = conn.execute(
-                "SELECT s.memory_id, c.company, c.person, c.visibility, c.team, c.source_id "
-                "FROM engram_hindsight_sync s JOIN engram_hindsight_scopes c USING (memory_id) "
+                "SELECT s.memory_id, b.bank "
+                "FROM engram_hindsight_sync s JOIN engram_hindsight_banks b USING (memory_id) "
                 "LEFT JOIN engram_hindsight_audits a USING (memory_id) "
                 "WHERE s.action = 'delete' ORDER BY a.checked_at NULLS FIRST, s.memory_id LIMIT %s",
                 (limit,)).fetchall()
         found = deleted_again = 0
         for r in rows:
-            bank = bank_for(Scope(r["company"], r["person"], r["visibility"], r["team"], r["source_id"]))
+            bank = r["bank"]
             document_id = str(r["memory_id"])
             back = self.client.exists(bank, document_id) or bool(self.client.document_facts(bank, document_id))
             now = self._now()

@@ -76,7 +76,8 @@ class LearningService:
         reason = None
         if kind in STOPS_CAPTURE:
             reason = "capture_stopped"
-        elif self.inbox.capture_stopped(caller.company, caller.person, origin.id):
+        elif self.inbox.capture_stopped(caller.company, caller.person,
+                                        self.memories.index.source(caller.company, origin.id)):
             reason = "capture_stopped"
         elif author != "user":
             reason = "not_user_text"
@@ -94,8 +95,8 @@ class LearningService:
             text=text if keep_text else None, occurred_at=occurred_at, source=origin.as_dict(),
             visibility=visibility, team=team, ignored_because=reason, at=self.clock.now(),
         )
-        if keep_text:
-            self.keys.create(receipt.id, caller.company)
+        # Every receipt has a key: its source is sealed even when its text was never kept (ADR 0019).
+        self.keys.create(receipt.id, caller.company)
         try:
             self.ledger.save(receipt)
         except Conflict:  # the same receipt arrived twice at once
@@ -157,7 +158,7 @@ class LearningService:
         access = self.ledger.access(caller)
         if access.learning_paused:
             return self._end(receipt, lambda: receipt.ignore("learning_paused", now))
-        if receipt.source.get("id") in access.revoked_sources:
+        if (receipt.source or {}).get("id") in access.revoked_sources:
             return self._end(receipt, lambda: receipt.ignore("source_revoked", now))
         if receipt.text is None:
             return self._end(receipt, lambda: receipt.fail("payload_gone", now))
@@ -229,7 +230,7 @@ class LearningService:
         caller = Caller(receipt.company, receipt.person, "user")
         try:
             self.memories.propose(
-                caller, text=p.text, quote=p.quote, source=receipt.source, occurred_at=receipt.occurred_at,
+                caller, text=p.text, quote=p.quote, source=receipt.source or {}, occurred_at=receipt.occurred_at,
                 visibility=receipt.visibility, team=receipt.team, review=NORMAL, id=cid, receipt=str(receipt.id),
             )
         except Conflict:

@@ -25,7 +25,7 @@ from engram.domain.text import validate_text
 
 from .ledger import Ledger
 from .ports import MemoryQueries, PurgeReports
-from .views import candidate_of, candidate_of_row, memory_of, memory_of_row, row_scope, unsealed
+from .views import candidate_of, candidate_of_row, memory_of, memory_of_row, opened, row_scope, unsealed
 
 
 def _parse_uuid(memory_id: str) -> UUID:
@@ -287,6 +287,7 @@ class MemoryService:
                                           terms=terms, after=after, limit=limit + 1)
         items = []
         for row in rows[:limit]:
+            row = opened(self.keys, row)
             if not access.may_use(row_scope(row)):
                 continue
             text, evidence = (None, []) if row["status"] == FORGOTTEN else unsealed(self.keys, row)
@@ -303,6 +304,7 @@ class MemoryService:
             return {"items": []}
         items = []
         for row in self.queries.candidates(company=caller.company, person=caller.person):
+            row = opened(self.keys, row)
             if access.may_use(row_scope(row)):
                 items.append(candidate_of_row(row, *unsealed(self.keys, row)))
         return {"items": items}

@@ -23,7 +23,7 @@ from engram.projections.recall_queries import RecallQueries
 
 from .ledger import Ledger
 from .ports import SemanticIndex
-from .views import row_scope, unsealed
+from .views import opened, row_scope, unsealed
 
 
 def _iso(value: Any) -> Any:
@@ -55,8 +55,10 @@ class RecallService:
             return empty
         grants = access.grants
         filters: dict[str, Any] = {"company": caller.company, "person": caller.person, "as_of": as_of or self.ledger.clock.now(),
-                   "teams": sorted(grants.teams), "sources": sorted(grants.sources),
-                   "revoked": sorted(grants.revoked_sources)}
+                   "teams": sorted(grants.teams),
+                   # the views keep source ids blinded (ADR 0019): so are the ones they are compared with
+                   "sources": self.index.sources(caller.company, grants.sources),
+                   "revoked": self.index.sources(caller.company, grants.revoked_sources)}
         hints, degraded = self._hints(access, query)
         rows = self._hinted_rows(access, hints, filters)
         seen = {str(r["memory_id"]) for r in rows}
@@ -79,8 +81,9 @@ class RecallService:
         """Fusion: the hinted memories the caller may use, best first, with the index's scores."""
         if not hints:
             return []
-        usable = {str(r["memory_id"]): r for r in self.queries.by_ids(ids=sorted(hints.memory_ids()), **filters)
-                  if r["status"] == CONFIRMED and access.may_use(row_scope(r))}
+        keys = self.ledger.keys
+        rows = [opened(keys, r) for r in self.queries.by_ids(ids=sorted(hints.memory_ids()), **filters)]
+        usable = {str(r["memory_id"]): r for r in rows if r["status"] == CONFIRMED and access.may_use(row_scope(r))}
         scores = hints.scores(set(usable))
         return [{**usable[m], "score": scores[m], "hinted": True} for m in sorted(scores, key=lambda m: -scores[m])]
 
@@ -92,7 +95,10 @@ class RecallService:
         for row in rows:
             if len(items) + omitted >= limit:
                 break
-            if row["status"] != CONFIRMED or not access.may_use(row_scope(row)):
+            if row["status"] != CONFIRMED:
+                continue
+            row = opened(self.ledger.keys, row)
+            if not access.may_use(row_scope(row)):
                 continue
             text, evidence = unsealed(self.ledger.keys, row)
             if text is None:

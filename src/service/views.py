@@ -14,14 +14,26 @@ from engram.domain.scope import Scope
 from .ports import Keys
 
 
+def opened(keys: Keys, row: dict[str, Any]) -> dict[str, Any]:
+    """A recall or review view row with its key unwrapped once and its source unsealed (ADR 0019):
+    `source` is None when the key is gone."""
+    if "key" in row:
+        return row
+    key = keys.unwrap_row(row["memory_id"], row.get("wrapped"))
+    source = unseal_from_view(key, row["memory_id"], "source", row.get("sealed_source")) if key else None
+    return {**row, "key": key, "source": source}
+
+
 def row_scope(row: dict[str, Any]) -> Scope:
-    """The scope of a recall or review view row, for the access policy to judge it again."""
-    return Scope(row["company"], row["person"], row["visibility"], row["team"], row["source"].get("id"))
+    """The scope of an `opened` view row, for the access policy to judge it again."""
+    source = row["source"]
+    return Scope(row["company"], row["person"], row["visibility"], row["team"],
+                 None if source is None else source.get("id"), shredded=source is None)
 
 
 def unsealed(keys: Keys, row: dict[str, Any]) -> tuple[Any, list[Any]]:
     """The text and evidence of a view row, or (None, []) when its key is gone."""
-    key = keys.unwrap_row(row["memory_id"], row.get("wrapped"))
+    key = opened(keys, row)["key"]
     if key is None:
         return None, []
     text = unseal_from_view(key, row["memory_id"], "text", row.get("sealed_text"))
@@ -29,7 +41,7 @@ def unsealed(keys: Keys, row: dict[str, Any]) -> tuple[Any, list[Any]]:
 
 
 def memory_document(*, id: Any, text: str | None, status: str, revision: int, visibility: str, team: str | None,
-                    source: dict[str, Any], valid_from: datetime | None, valid_to: datetime | None,
+                    source: dict[str, Any] | None, valid_from: datetime | None, valid_to: datetime | None,
                     time_uncertain: bool, evidence: list[Any], created_at: datetime,
                     updated_at: datetime) -> dict[str, Any]:
     return {"id": str(id), "text": text, "status": status, "revision": revision, "visibility": visibility,
@@ -41,7 +53,7 @@ def memory_of(m: Memory) -> dict[str, Any]:
     cur, forgotten = m.current, m.status == FORGOTTEN
     return memory_document(
         id=m.id, text=None if forgotten else cur["text"], status=m.status, revision=m.revision,
-        visibility=m.visibility, team=m.team, source=m.source, valid_from=cur["valid_from"],
+        visibility=m.visibility, team=m.team, source=None if forgotten else m.source, valid_from=cur["valid_from"],
         valid_to=cur["valid_to"], time_uncertain=cur["time_uncertain"],
         evidence=[] if forgotten or m.evidence is None else m.evidence, created_at=m.created_on,
         updated_at=m.modified_on,
@@ -58,7 +70,7 @@ def memory_of_row(row: dict[str, Any], text: str | None, evidence: list[Any]) ->
 
 
 def candidate_document(*, id: Any, text: str | None, status: str, review: str, visibility: str, team: str | None,
-                       source: dict[str, Any], evidence: list[Any], proposed_at: datetime,
+                       source: dict[str, Any] | None, evidence: list[Any], proposed_at: datetime,
                        expires_at: datetime | None) -> dict[str, Any]:
     return {"id": str(id), "text": text, "status": status, "review": review, "visibility": visibility,
             "team": team, "source": source, "evidence": evidence, "proposed_at": proposed_at,

@@ -7,12 +7,14 @@ import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 
 from engram.adapters.crypto import MasterKey
 from engram.adapters.hindsight import HindsightClient, bank_for
 from engram.api.bootstrap import Engram
+from engram.domain.memory import Memory
 from engram.domain.scope import Caller, Scope
 from engram.hindsight_guard import tokens
 from engram.hindsight_guard.tokens import public_key_text
@@ -419,3 +421,60 @@ def test_duplicate_stale_and_concurrent_sync_jobs_converge(system, hindsight) ->
         t.join()
     assert sum(done) == 6 and system.syncer.backlog() == {"done": 7}
     assert all(len(hs.document_facts(bank(), m)) == 1 for m in ids)
+
+
+def test_a_forgotten_restricted_memory_is_deleted_from_its_bank_though_its_source_is_shredded(
+        system, hindsight) -> None:
+    """A restricted bank is named from the memory's source, which the forget shreds (ADR 0019): the bank
+    noted at the memory's creation (`engram_hindsight_banks`) is where the delete and the audit look."""
+    admin = Caller("acme", "root", "admin")
+    system.governance.put_directory(admin, {"teams": {"t-risk": {"members": ["alice"]}},
+                                            "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}}})
+    restricted = system.memories.remember(
+        ALICE, text="The audit finding on vendor payments is still open", occurred_at=None,
+        source={"kind": "ticket", "id": "s-jira", "message_id": "J-9"}, visibility="restricted", team="t-risk",
+        valid_from=None, valid_to=None)["id"]
+    assert system.syncer.sync() == 1
+    hs = client(hindsight)
+    risk_bank = bank_for(Scope("acme", "alice", "restricted", "t-risk", "s-jira"))
+    assert hs.exists(risk_bank, restricted)
+
+    forget_id = system.memories.forget(ALICE, restricted)["forget_id"]
+    assert system.ledger.get(UUID(restricted), Memory).source is None
+    assert system.syncer.sync() == 1
+    assert not hs.exists(risk_bank, restricted)
+    status = system.memories.forget_status(ALICE, forget_id)
+    assert status["status"] == "purge_complete"
+    assert {c["copy"]: c["state"] for c in status["copies"]}["hindsight"] == "purged"
+
+    # a rebuild cannot learn the bank from the events any more, and need not: the note outlives it
+    system.operations.rebuild("hindsight_sync")
+    system.syncer.sync()
+    hs.retain(risk_bank, restricted, "The audit finding on vendor payments is still open", None)  # it came back
+    assert system.syncer.audit(limit=None)["found_again"] == 1
+    assert not hs.exists(risk_bank, restricted)
+
+
+def test_hindsight_enabled_after_a_restricted_memory_was_forgotten_says_it_was_never_retained(
+        settings, database, hindsight) -> None:
+    admin = Caller("acme", "root", "admin")
+    before = Engram.open(settings.replace(master_key=MASTER), database=database, background=False)
+    try:
+        before.governance.put_directory(admin, {"teams": {"t-risk": {"members": ["alice"]}},
+                                                "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}}})
+        restricted = before.memories.remember(
+            ALICE, text="The vendor audit is still open", occurred_at=None, visibility="restricted",
+            source={"kind": "ticket", "id": "s-jira", "message_id": "J-3"}, team="t-risk",
+            valid_from=None, valid_to=None)["id"]
+        before.memories.forget(ALICE, restricted)
+    finally:
+        before.close()
+    after = Engram.open(settings.replace(hindsight_url=hindsight.url, master_key=MASTER), database=database,
+                        background=False)
+    try:
+        assert after.syncer.sync() == 1  # no bank, no source to name one: nothing was ever retained
+        assert after.syncer.backlog() == {"done": 1}
+        with after.store.datastore.get_connection() as conn:
+            assert conn.execute("SELECT count(*) AS n FROM engram_hindsight_banks").fetchone()["n"] == 0
+    finally:
+        after.close()

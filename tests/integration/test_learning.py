@@ -90,9 +90,15 @@ def test_only_the_persons_own_words_are_mined(make) -> None:
     assert r.json()["state"] == "ignored" and r.json()["reason"] == "secret_refused"
     system.learning.work()
     assert candidates(client) == []
-    with system.store.datastore.transaction() as curs:
-        curs.execute("SELECT count(*) AS n FROM engram_data_keys")
-        assert curs.fetchone()["n"] == 0  # no text of an ignored receipt is stored at all
+    # No text of an ignored receipt is stored at all, sealed or not; each has a key only to seal its
+    # source (ADR 0019), so what it sealed is its source and nothing else.
+    stored = [n for n in system.store.recorder.select_notifications(start=1, limit=1000)
+              if n.topic.endswith("Receipt.Received")]
+    assert len(stored) == 2
+    for n in stored:
+        assert b"French" not in n.state and b"hunter2" not in n.state and b"chat-42" not in n.state
+        event = system.store.mapper.to_domain_event(n)
+        assert event.text is None and event.source["id"] == "chat-42"
 
 
 def test_controls_and_capture_stops(make) -> None:

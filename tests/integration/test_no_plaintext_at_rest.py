@@ -74,3 +74,55 @@ def test_dump_and_disk_hold_no_plaintext(engram, client, database, postgres) -> 
     dump = _pg_dump(database)
     assert [n for n in NEEDLES if n in dump] == []
     assert _files_containing(postgres.pgdata, NEEDLES) == []
+
+
+SOURCE = {"kind": "chat", "id": "chat-secret-5521", "message_id": "msg-8813-secret"}
+SOURCE_NEEDLES = [b"chat-secret-5521", b"msg-8813-secret", b"msg-4417-secret"]
+
+
+def _dump_holds(dump: bytes, needles: list[bytes]) -> list[bytes]:
+    """The needles a dump holds, as text or inside a bytea column (dumped as hex)."""
+    return [n for n in needles if n in dump or n.hex().encode() in dump]
+
+
+def test_a_source_is_readable_through_the_api_and_in_no_dump_or_file_before_or_after_its_forget(
+        engram, client, database, postgres) -> None:
+    """ADR 0019: a memory's and a receipt's source (kind, id, message id) are sealed with its key."""
+    if postgres is None:
+        pytest.skip("disk scan needs the embedded server's data directory")
+    alice = auth()
+    memory_id = client.post("/v1/memories", json=remember_body("I prefer window seats", source=SOURCE),
+                            headers=alice).json()["id"]
+    receipt = {"receipt_id": "r-1", "author": "user", "text": "I prefer to answer in French.",
+               "occurred_at": "2026-11-02T09:00:00+08:00", "visibility": "general", "team": None,
+               "source": {**SOURCE, "message_id": "msg-4417-secret"}}
+    assert client.post("/v1/receipts", json=receipt, headers=alice).json()["state"] == "queued"
+    engram.learning.work()
+    candidates = client.get("/v1/candidates", headers=alice).json()["items"]
+    assert [c["source"] for c in candidates] == [{**SOURCE, "message_id": "msg-4417-secret"}]
+    # readable where the person looks: the memory, its list, the export
+    assert client.get(f"/v1/memories/{memory_id}", headers=alice).json()["source"] == SOURCE
+    assert [m["source"] for m in client.get("/v1/memories", headers=alice).json()["items"]] == [SOURCE]
+    assert client.get("/v1/export", headers=alice).json()["memories"][0]["source"] == SOURCE
+    # and stored nowhere in clear, even before the forget: events, views and the WAL hold it sealed
+    _checkpoint(engram)
+    dump = _pg_dump(database)
+    assert b"engram_memories" in dump and b"I prefer" not in dump
+    assert _dump_holds(dump, SOURCE_NEEDLES) == []
+    assert _files_containing(postgres.pgdata, SOURCE_NEEDLES) == []
+
+    # forgetting by the source still finds both through the blinded id
+    r = client.post("/v1/memories/forget", json={"source_id": "chat-secret-5521"}, headers=alice)
+    assert r.status_code == 202 and len(r.json()["forget_ids"]) == 2, r.text
+    forgotten = client.get(f"/v1/memories/{memory_id}", headers=alice).json()
+    assert forgotten["status"] == "forgotten" and forgotten["source"] is None and forgotten["text"] is None
+    assert client.get("/v1/candidates", headers=alice).json()["items"] == []
+    # the stored events still decode; their source is gone with the key
+    events = [engram.store.mapper.to_domain_event(n)
+              for n in engram.store.recorder.select_notifications(start=1, limit=1000)]
+    created = [e for e in events if type(e).__name__ in ("Remembered", "Proposed", "Received")]
+    assert len(created) == 3 and all(e.source is None for e in created)
+    _checkpoint(engram)
+    dump = _pg_dump(database)
+    assert _dump_holds(dump, SOURCE_NEEDLES) == []
+    assert _files_containing(postgres.pgdata, SOURCE_NEEDLES) == []

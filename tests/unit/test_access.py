@@ -85,3 +85,42 @@ def test_the_person_alone_changes_their_controls() -> None:
 def test_semantic_scopes_are_the_general_bank_and_each_held_restricted_source() -> None:
     assert access(ALICE).semantic_scopes() == [GENERAL, RESTRICTED]
     assert access(Caller("acme", "carol", "user")).semantic_scopes() == [Scope("acme", "carol")]
+
+
+def test_blinded_source_ids_in_give_the_same_decision_out() -> None:
+    """ADR 0019: the views keep source ids blinded; compared with a directory and revocations blinded
+    alike, the one visibility rule decides exactly as with the clear ids."""
+    import hashlib
+
+    from engram.domain.visibility import may_use
+
+    def blind(source_id: str) -> str:
+        return "s" + hashlib.sha256(b"k\x00" + source_id.encode()).hexdigest()[:32]
+
+    moved = Directory.from_document({**DIRECTORY.document(),
+                                     "sources": {"s-jira": {"team": "t-ops", "members": ["alice"]}}})
+    scopes = [GENERAL, RESTRICTED, Scope("acme", "alice", "general", None, "chat-9"),
+              Scope("acme", "alice", "restricted", "t-ops", "s-pager"), Scope("acme", "bob", "restricted", "t-ops", "s-pager"),
+              Scope("acme", "alice", "restricted", "t-risk", "s-unknown")]
+    decisions = []
+    for directory in (DIRECTORY, moved):
+        for caller in (ALICE, HELPER, ROGUE, ADMIN, Caller("acme", "bob", "user")):
+            for revoked in (frozenset(), frozenset({"chat-9"}), frozenset({"s-jira", "s-pager"})):
+                clear = directory.grants(caller, revoked)
+                blinded = directory.with_source_ids(blind).grants(caller, frozenset(blind(s) for s in revoked))
+                for scope in scopes:
+                    hidden = Scope(scope.company, scope.person, scope.visibility, scope.team,
+                                   blind(scope.source_id) if scope.source_id else None)
+                    decisions.append(may_use(caller, scope, clear))
+                    assert may_use(caller, hidden, blinded) == decisions[-1], (caller, scope, revoked)
+    assert True in decisions and False in decisions
+
+
+def test_a_shredded_source_leaves_its_owner_the_memory_while_they_hold_its_team() -> None:
+    """Once its key is gone a memory has no source (ADR 0019): only its status and history remain."""
+    shredded = Scope("acme", "alice", "restricted", "t-risk", None, shredded=True)
+    assert access(ALICE).may_use(shredded)
+    assert not access(Caller("acme", "bob", "user")).may_use(shredded)
+    assert not Access(ALICE, ENABLED, Directory()).may_use(shredded)  # no longer in its team
+    with pytest.raises(InvalidScope):
+        Scope("acme", "alice", "restricted", "t-risk", None)  # only a shredded one may lack its source
