@@ -37,7 +37,9 @@ pytestmark = [pytest.mark.e2e,
 REMEMBERED = "The kestrel-7741 nests behind the old boathouse"
 CORRECTED = "The kestrel-7741 moved to the lighthouse-4418 roof"
 RECEIPT = "Thanks! I prefer quince-5309 jam on Sunday mornings."
-NEEDLES = [b"kestrel-7741", b"lighthouse-4418", b"quince-5309", b"boathouse", b"quince-5309 jam"]
+SOURCE_ID, MESSAGE_ID, RECEIPT_MESSAGE = "chat-heron-2290", "msg-otter-3317", "msg-wren-8842"
+NEEDLES = [b"kestrel-7741", b"lighthouse-4418", b"quince-5309", b"boathouse", b"quince-5309 jam",
+           SOURCE_ID.encode(), MESSAGE_ID.encode(), RECEIPT_MESSAGE.encode()]
 
 
 def _port() -> int:
@@ -72,7 +74,8 @@ def files_with(root: Path, needles: list[bytes]) -> list[str]:
 
 
 def hits(blob: bytes) -> list[bytes]:
-    return [n for n in NEEDLES if n in blob]
+    """Needles in the clear, or hex-encoded as pg_dump writes bytea (the event store's states)."""
+    return [n for n in NEEDLES if n in blob or n.hex().encode() in blob]
 
 
 @pytest.fixture
@@ -133,12 +136,12 @@ def remember_learn_correct_recall_forget(url: str, copies: set[str], hindsight: 
     """The person's whole flow through the API; returns the two forgets' final statuses."""
     with httpx.Client(base_url=url, timeout=60) as c:
         made = c.post("/v1/memories", headers=auth(), json={
-            "text": REMEMBERED, "source": {"kind": "chat", "id": "chat-1", "message_id": "m-1"}})
+            "text": REMEMBERED, "source": {"kind": "chat", "id": SOURCE_ID, "message_id": MESSAGE_ID}})
         assert made.status_code == 201, made.text
         memory = made.json()["id"]
         assert c.post("/v1/receipts", headers=auth(), json={
             "receipt_id": "r-1", "author": "user", "text": RECEIPT,
-            "source": {"kind": "chat", "id": "chat-1", "message_id": "m-2"}}).status_code == 202
+            "source": {"kind": "chat", "id": SOURCE_ID, "message_id": RECEIPT_MESSAGE}}).status_code == 202
         candidates = _wait(lambda: c.get("/v1/candidates", headers=auth()).json()["items"], 60, "a candidate")
         learned = candidates[0]["id"]
         assert "quince-5309" in candidates[0]["text"]
