@@ -384,7 +384,12 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
     hindsight.start()
     system.ledger.clock = type(
         "Later", (), {"now": lambda self: datetime.now(UTC) + timedelta(hours=1)})()
-    assert system.syncer.sync() == 1 and system.syncer.backlog() == {"done": 2}
+    # as the sweeper would: retry (with backoff) until the restarted Hindsight takes the retain
+    deadline = time.monotonic() + 90
+    while system.syncer.sync() == 0:
+        assert time.monotonic() < deadline, f"no sync after Hindsight restarted: {system.syncer.backlog()}"
+        time.sleep(1)
+    assert system.syncer.backlog() == {"done": 2}
     system.recall.semantic.deadline = 30
     body = system.recall.recall(ALICE, query="plants by the window", as_of=None, max_bytes=17500, limit=10)
     assert body["degraded"] is False and {i["id"] for i in body["items"]} == {before, during}
