@@ -110,7 +110,8 @@ class RecallService:
             raw = float(row["score"] or 0.0)
             item = {
                 "id": str(row["memory_id"]), "kind": "memory", "text": text, "revision": row["revision"],
-                "valid_from": _iso(row["valid_from"]), "valid_to": _iso(row["valid_to"]),
+                # the stretch this revision answers for: a later correction that superseded it ends it
+                "valid_from": _iso(row["valid_from"]), "valid_to": _iso(row["answer_to"]),
                 "time_uncertain": row["time_uncertain"], "evidence": evidence,
                 "score": raw if row.get("hinted") else round(raw / (raw + 1.0), 4),
             }

@@ -143,6 +143,9 @@ def test_valid_time_supersede_and_as_of(client) -> None:
     after = client.post("/v1/recall", json={"query": "manager"}, headers=alice).json()["items"]
     assert [(i["revision"], i["text"]) for i in before] == [(1, "My manager is Dana")]
     assert [(i["revision"], i["text"]) for i in after] == [(2, "My manager is Lee")]
+    # the superseded answer ends where the correction took over; the current one is open-ended
+    assert datetime.fromisoformat(before[0]["valid_to"]) == change and after[0]["valid_to"] is None
+    assert datetime.fromisoformat(before[0]["valid_from"]) == t0
     ancient = client.post("/v1/recall", json={"query": "manager", "as_of": "2025-01-01T00:00:00+00:00"},
                           headers=alice).json()["items"]
     assert ancient == []
