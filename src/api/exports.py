@@ -12,7 +12,9 @@ def _fmt(value: Any) -> str:
 def to_markdown(data: dict[str, Any]) -> str:
     lines = [f"# Memories of {data['person']} ({data['company']})", "", f"Exported {_fmt(data['exported_at'])}.", ""]
     for m in data["memories"]:
-        lines += [f"## {m['text'] or '(forgotten)'}", ""]
+        answer = m.get("answer") or {}
+        title = answer.get("text") or m["text"] or "(forgotten)"  # what recall answers now, not a future revision
+        lines += [f"## {title}", ""]
         lines.append(f"- id: `{m['id']}`, revision {m['revision']}, {m['status']}, {m['visibility']}")
         lines.append(f"- valid from {_fmt(m['valid_from']) or 'unknown'} to {_fmt(m['valid_to']) or 'open'}")
         for ev in m.get("evidence") or []:

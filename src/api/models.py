@@ -106,6 +106,9 @@ class HistoryEvent(BaseModel):
     mode: str | None = Field(default=None, description="a correction: supersede or replace")
     valid_from: Timestamp | None = None
     valid_to: Timestamp | None = None
+    evidence: list[EvidenceOut] | None = Field(default=None, description="the revision's own evidence: the "
+                                               "quote it was made from, or the correction itself; null once "
+                                               "forgotten")
 
 
 class History(BaseModel):
@@ -260,8 +263,17 @@ class AdminStatus(BaseModel):
     budget_today: BudgetToday
 
 
+class Answer(BaseModel):
+    revision: int
+    text: str | None
+    valid_from: Timestamp | None
+    valid_to: Timestamp | None
+
+
 class ExportedMemory(_MemoryFields):
     history: list[HistoryEvent]
+    answer: Answer | None = Field(default=None, description="the revision that answers now (a later revision "
+                                  "may only take over in the future); null when none does")
 
 
 class ExportOut(BaseModel):

@@ -96,6 +96,7 @@ class CorrectIn(BaseModel):
     valid_from: Instant | None = None
     valid_to: Instant | None = None
     reason: Text | None = None
+    source: SourceIn | None = None  # where the correction was said; by default the caller and their entry
     acknowledge_sensitive: StrictBool = False
 
 

@@ -146,15 +146,20 @@ class Memory(Aggregate):
             memory.status = EXPIRED
 
     class Corrected(Event):
-        personal_fields = ("text", "reason")
+        """A new revision; its evidence is the correction itself (events before it carried none)."""
+
+        personal_fields = ("text", "reason", "evidence")
         revision: int
         text: str | None
         valid_from: datetime | None
         valid_to: datetime | None
         reason: str | None
         mode: str
+        evidence: list[dict[str, Any]] | None = None
 
         def apply(self, memory: Memory) -> None:
+            if self.evidence is not None:  # the current answer's evidence; older quotes stay in history
+                memory.evidence = self.evidence
             memory.revisions.append(
                 {
                     "revision": self.revision,
@@ -178,6 +183,16 @@ class Memory(Aggregate):
         def apply(self, memory: Memory) -> None:
             memory.status = FORGOTTEN
             memory.forget_id = self.forget_id
+
+    def answer_at(self, at: datetime) -> dict[str, Any] | None:
+        """The revision that answers for valid time `at` (its text and answer period), if any does."""
+        for period in answer_periods(self.revisions):
+            if (period["valid_from"] is None or period["valid_from"] <= at) and \
+                    (period["valid_to"] is None or period["valid_to"] > at):
+                revision = next(r for r in self.revisions if r["revision"] == period["revision"])
+                return {"revision": revision["revision"], "text": revision["text"],
+                        "valid_from": period["valid_from"], "valid_to": period["valid_to"]}
+        return None
 
     @property
     def purge_id(self) -> str | None:
@@ -304,6 +319,7 @@ class Memory(Aggregate):
         reason: str | None,
         actor: str,
         at: datetime,
+        evidence: list[dict[str, Any]] | None = None,
     ) -> None:
         self._refuse_if_forgotten()
         if self.status != CONFIRMED:
@@ -321,6 +337,7 @@ class Memory(Aggregate):
             valid_to=valid_to,
             reason=reason,
             mode=SUPERSEDE if supersedes else REPLACE,
+            evidence=evidence,
         )
 
     def forget(self, *, forget_id: str, key_destroyed_at: datetime, actor: str, at: datetime) -> None:

@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS engram_recall_revisions (
     answer_from timestamptz,
     answer_to timestamptz,
     sealed_text bytea,
+    sealed_evidence bytea,           -- this revision's own evidence (a correction's is the correction)
     doc_len int NOT NULL DEFAULT 0,
     PRIMARY KEY (memory_id, revision)
 );
@@ -151,7 +152,7 @@ class RecallProjection(ViewProjection):
             ),
         )
         self._insert_revision(curs, e.originator_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
-                              e.timestamp, e.text, key)
+                              e.timestamp, e.text, key, e.evidence)
         if status == CONFIRMED:
             self._refresh_answers(curs, e.originator_id, key)
 
@@ -182,13 +183,15 @@ class RecallProjection(ViewProjection):
 
     def on_Corrected(self, curs: Cursor[Any], e: Memory.Corrected, t: Tracking) -> None:
         key = self.keys.get(e.originator_id) if e.text is not None else None
+        evidence = seal_for_view(key, e.originator_id, "evidence", e.evidence) if key and e.evidence else None
         curs.execute(
             "UPDATE engram_memories SET revision = %s, sealed_text = %s, valid_from = %s, valid_to = %s, "
+            "sealed_evidence = coalesce(%s, sealed_evidence), "
             "time_uncertain = (%s::timestamptz IS NULL AND time_uncertain), updated_at = %s WHERE memory_id = %s",
             (
                 e.revision,
                 seal_for_view(key, e.originator_id, "text", e.text) if key else None,
-                e.valid_from, e.valid_to, e.valid_from, e.timestamp, e.originator_id,
+                e.valid_from, e.valid_to, evidence, e.valid_from, e.timestamp, e.originator_id,
             ),
         )
         curs.execute(
@@ -196,7 +199,7 @@ class RecallProjection(ViewProjection):
         )
         row = curs.fetchone()
         self._insert_revision(curs, e.originator_id, e.revision, e.valid_from, e.valid_to, e.mode,
-                              bool(row and row["time_uncertain"]), e.timestamp, e.text, key)
+                              bool(row and row["time_uncertain"]), e.timestamp, e.text, key, e.evidence)
         self._refresh_answers(curs, e.originator_id, key)
 
     def on_Forgotten(self, curs: Cursor[Any], e: Memory.Forgotten, t: Tracking) -> None:
@@ -252,15 +255,17 @@ class RecallProjection(ViewProjection):
             (status, e.timestamp, e.originator_id),
         )
 
-    def _insert_revision(self, curs, memory_id, revision, valid_from, valid_to, mode, uncertain, at, text, key) -> None:  # noqa: ANN001
+    def _insert_revision(self, curs, memory_id, revision, valid_from, valid_to, mode, uncertain, at, text, key,  # noqa: ANN001
+                         evidence) -> None:  # noqa: ANN001
         curs.execute(
             "INSERT INTO engram_recall_revisions (memory_id, revision, company, person, visibility, team, "
-            "source_blind, valid_from, valid_to, mode, time_uncertain, at, sealed_text, doc_len) "
-            "SELECT memory_id, %s, company, person, visibility, team, source_blind, %s, %s, %s, %s, %s, %s, %s "
+            "source_blind, valid_from, valid_to, mode, time_uncertain, at, sealed_text, sealed_evidence, doc_len) "
+            "SELECT memory_id, %s, company, person, visibility, team, source_blind, %s, %s, %s, %s, %s, %s, %s, %s "
             "FROM engram_memories WHERE memory_id = %s ON CONFLICT DO NOTHING",
             (
                 revision, valid_from, valid_to, mode, uncertain, at,
                 seal_for_view(key, memory_id, "text", text) if key and text is not None else None,
+                seal_for_view(key, memory_id, "evidence", evidence) if key and evidence else None,
                 0, memory_id,
             ),
         )

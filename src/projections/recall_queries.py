@@ -65,7 +65,7 @@ WITH scored AS (
 _ROWS = """
 SELECT s.memory_id, s.revision, s.score, r.sealed_text, r.answer_from, r.answer_to, r.time_uncertain,
        r.valid_from, r.valid_to, m.company, m.person, m.visibility, m.team, m.sealed_source, m.status,
-       m.sealed_evidence, k.wrapped
+       coalesce(r.sealed_evidence, m.sealed_evidence) AS sealed_evidence, k.wrapped
 FROM scored s
 JOIN engram_recall_revisions r ON r.memory_id = s.memory_id AND r.revision = s.revision
 JOIN engram_memories m ON m.memory_id = s.memory_id AND m.status = 'confirmed'

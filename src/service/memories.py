@@ -167,16 +167,24 @@ class MemoryService:
             self.clear_receipt_payload(UUID(memory.receipt), f"candidate_{kind}")
 
     def correct(self, caller: Caller, memory_id: str, *, text: str, valid_from: datetime | None,
-                valid_to: datetime | None, reason: str | None, acknowledge_sensitive: bool = False) -> dict[str, Any]:
+                valid_to: datetime | None, reason: str | None, acknowledge_sensitive: bool = False,
+                source: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A new revision whose evidence is the correction itself: its own source when given, else
+        the caller and the way they came (`entry`, person or bot)."""
         access = self._holder(caller)
+        origin = Source.of(source) if source else Source(caller.entry, caller.bot or caller.person)
+        if origin.id in access.revoked_sources:
+            raise SourceRevoked("this source was revoked; nothing from it is remembered")
         self._text(text)
         if reason is not None:
             validate_text(reason, self.max_text_bytes)
         if refuse_secrets(self.policy, text, reason) == SENSITIVE_CONTENT and not acknowledge_sensitive:
             raise SensitiveAckRequired("the corrected text is sensitive; send acknowledge_sensitive: true")
         memory = self._load(access, memory_id)
+        now = self.clock.now()
         memory.correct(text=text, valid_from=valid_from, valid_to=valid_to, reason=reason,
-                       actor=caller.bot or caller.person, at=self.clock.now())
+                       actor=caller.bot or caller.person, at=now,
+                       evidence=[Evidence.quoted(text, text, origin, now).as_dict()])
         self.ledger.save(memory)
         return memory_of(memory)
 
@@ -270,6 +278,8 @@ class MemoryService:
             entry = {"type": type(e).__name__, "at": e.timestamp, "actor": e.actor, "revision": revision, "text": text}
             if isinstance(e, Memory.Corrected):
                 entry.update(reason=e.reason, mode=e.mode, valid_from=e.valid_from, valid_to=e.valid_to)
+            if isinstance(e, (Memory.Created, Memory.Corrected)) and e.evidence is not None:
+                entry["evidence"] = e.evidence  # older quotes stay here, in history only
             events.append(entry)
         return {"events": events}
 
@@ -322,9 +332,12 @@ class MemoryService:
         cursor = None
         while True:
             page = self.list_memories(caller, q=None, limit=200, cursor=cursor)
+            now = self.clock.now()
             for item in page["items"]:
                 item = dict(item)
                 item["history"] = self.history(caller, item["id"])["events"]
+                memory = self.ledger.get(UUID(item["id"]), Memory)
+                item["answer"] = memory.answer_at(now) if memory is not None else None  # what recall answers now
                 items.append(item)
             cursor = page["next_cursor"]
             if not cursor:

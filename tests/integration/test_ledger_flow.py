@@ -256,3 +256,34 @@ def test_concurrent_writes_are_200_or_409_never_500(engram, client) -> None:
     got = client.get(f"/v1/memories/{memory_id}", headers=alice).json()
     assert got["status"] == "forgotten" and got["text"] is None
     assert all(e["text"] is None for e in client.get(f"/v1/memories/{memory_id}/history", headers=alice).json()["events"])
+
+
+def test_a_correction_is_its_own_evidence_and_the_export_titles_the_current_answer(client) -> None:
+    alice = auth()
+    m = client.post("/v1/memories", json=remember_body("I live in Berlin"), headers=alice).json()
+    said = {"kind": "chat", "id": "chat-9", "message_id": "m-77"}
+    r = client.post(f"/v1/memories/{m['id']}/correct", json={"text": "I live in Munich", "source": said},
+                    headers=alice)
+    assert r.status_code == 200 and r.json()["evidence"][0]["quote"] == "I live in Munich"
+    item = client.post("/v1/recall", json={"query": "live"}, headers=alice).json()["items"][0]
+    assert item["text"] == "I live in Munich"
+    assert [(e["quote"], e["source"]) for e in item["evidence"]] == [("I live in Munich", said)]
+    history = client.get(f"/v1/memories/{m['id']}/history", headers=alice).json()["events"]
+    assert [e["evidence"][0]["quote"] for e in history] == ["I live in Berlin", "I live in Munich"]
+
+    # without a source, the correction names the caller and how they came
+    r = client.post(f"/v1/memories/{m['id']}/correct", json={"text": "I live in Hamburg"},
+                    headers=auth(entry="web"))
+    assert r.json()["evidence"][0]["source"] == {"kind": "web", "id": "alice", "message_id": None}
+
+    # a correction that only takes over next year: recall and the export's title answer with today's
+    future = (datetime.now(UTC) + timedelta(days=365)).isoformat()
+    assert client.post(f"/v1/memories/{m['id']}/correct", json={"text": "I will live in Vienna",
+                                                                "valid_from": future},
+                       headers=alice).status_code == 200
+    now = client.post("/v1/recall", json={"query": "live"}, headers=alice).json()["items"][0]
+    assert now["text"] == "I live in Hamburg" and now["evidence"][0]["quote"] == "I live in Hamburg"
+    exported = client.get("/v1/export", headers=alice).json()["memories"][0]
+    assert exported["answer"]["text"] == "I live in Hamburg" and exported["text"] == "I will live in Vienna"
+    markdown = client.get("/v1/export", params={"format": "markdown"}, headers=alice).text
+    assert "## I live in Hamburg" in markdown and "## I will live in Vienna" not in markdown

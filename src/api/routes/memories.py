@@ -54,7 +54,8 @@ def history(memory_id: PathId, who: Who, memories: Memories) -> Any:
              responses=answers({202: (MemoryOut, STORED_NOT_VISIBLE)}, 403, 404, 409))
 def correct(memory_id: PathId, body: CorrectIn, who: Who, memories: Memories) -> Any:
     return memories.correct(who, memory_id, text=body.text, valid_from=body.valid_from, valid_to=body.valid_to,
-                            reason=body.reason, acknowledge_sensitive=body.acknowledge_sensitive)
+                            reason=body.reason, acknowledge_sensitive=body.acknowledge_sensitive,
+                            source=body.source.model_dump() if body.source else None)
 
 
 @router.get("/v1/export", response_model=ExportOut,
