@@ -387,7 +387,12 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
     # as the sweeper would: retry (with backoff) until the restarted Hindsight takes the retain
     deadline = time.monotonic() + 90
     while system.syncer.sync() == 0:
-        assert time.monotonic() < deadline, f"no sync after Hindsight restarted: {system.syncer.backlog()}"
+        if time.monotonic() > deadline:
+            with system.store.datastore.get_connection() as conn:
+                rows = conn.execute("SELECT s.action, s.state, s.attempts, s.last_error, s.next_attempt_at, "
+                                    "l.lease_until, l.retain_in_doubt_until FROM engram_hindsight_sync s "
+                                    "LEFT JOIN engram_hindsight_leases l USING (memory_id)").fetchall()
+            raise AssertionError(f"no sync after Hindsight restarted (now {system.ledger.clock.now()}): {rows}")
         time.sleep(1)
     assert system.syncer.backlog() == {"done": 2}
     system.recall.semantic.deadline = 30
