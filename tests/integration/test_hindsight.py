@@ -382,6 +382,9 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
     hindsight.stop()  # down: connections refused
     answers_within_the_deadline({before, during})
     hindsight.start()
+    # back to the usual client: the 1 s bound was for the hung server, and a retain on a freshly started
+    # Hindsight under load (fact extraction, embeddings) can take longer than that every time
+    system.syncer.client = client(hindsight)
     system.ledger.clock = type(
         "Later", (), {"now": lambda self: datetime.now(UTC) + timedelta(hours=1)})()
     # as the sweeper would: retry (with backoff) until the restarted Hindsight takes the retain
