@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,6 +23,7 @@ from psycopg import sql
 from engram.domain.backup import BackupRecord, BackupsCopy, backups_copy
 
 from .database import Database
+from .jsonl import JsonLines
 
 DUMP = "database.dump"  # pg_dump's custom format: every table, the event and key stores included
 TOMBSTONES = "tombstones.jsonl"  # the journal as it was when the dump had finished
@@ -40,18 +39,10 @@ class BackupCatalog:
 
     def __init__(self, path: Path, retention: timedelta) -> None:
         self.path, self.retention = path, retention
-        self._lock = threading.Lock()
+        self._lines = JsonLines(path)
 
     def _append(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, sort_keys=True) + "\n"
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            try:
-                os.write(fd, line.encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        self._lines.append(entry)
 
     def taken(self, record: BackupRecord) -> None:
         self._append({"event": "taken", "id": record.id, "taken_at": record.taken_at.isoformat(),
@@ -61,14 +52,8 @@ class BackupCatalog:
         self._append({"event": "deleted", "id": backup_id, "deleted_at": at.isoformat()})
 
     def records(self) -> list[BackupRecord]:
-        if not self.path.exists():
-            return []
         found: dict[str, BackupRecord] = {}
-        for line in self.path.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a torn last line from a crash mid-append
+        for entry in self._lines.read():
             if entry.get("event") == "taken":
                 found[entry["id"]] = BackupRecord(entry["id"], datetime.fromisoformat(entry["taken_at"]),
                                                   entry["path"], int(entry["size"]), int(entry["schema_version"]))

@@ -23,7 +23,6 @@ import concurrent.futures
 import contextlib
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,6 +33,7 @@ from typing import Any, Protocol
 
 from engram.domain.errors import DomainError
 
+from .jsonl import JsonLines
 from .outage import BROKER_ERRORS, Outage
 
 log = logging.getLogger("engram.tombstones")
@@ -168,7 +168,7 @@ class FileJournal:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
+        self._lines = JsonLines(path)
 
     @classmethod
     def beside_data(cls, journal_dir: Path, data_dir: Path) -> FileJournal:
@@ -187,26 +187,10 @@ class FileJournal:
         return journal
 
     def record(self, tombstone: dict[str, Any]) -> None:
-        line = json.dumps(tombstone, sort_keys=True, default=str) + "\n"
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            try:
-                os.write(fd, line.encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        self._lines.append(tombstone)
 
     def all(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue  # a torn last line from a crash mid-append
-        return out
+        return self._lines.read()
 
 
 class KafkaJournal:
