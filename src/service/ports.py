@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from engram.adapters.tombstones import Shred
 from engram.domain.hints import SemanticHints
+from engram.domain.insight import Group, Proposal
 from engram.domain.scope import Scope
 
 
@@ -42,6 +43,20 @@ class Tombstones(Protocol):
     def committed(self, shreds: Sequence[Shred]) -> None: ...
 
     def __contains__(self, aggregate_id: object) -> bool: ...
+
+
+class InsightProposer(Protocol):
+    """Suggests insights over one group of a person's confirmed memories (one scope, never across).
+
+    `name` is stable: it is part of each proposal's id, so a proposer proposes the same insight over
+    the same memories once. A proposal citing fewer than two of the group's memories, or any memory
+    outside it, is dropped by the service. A proposer that cannot run now (its service is down, its
+    budget is spent) returns nothing, or raises, and the group is tried again on the next change.
+    """
+
+    name: str
+
+    def propose(self, group: Group) -> list[Proposal]: ...
 
 
 class SemanticIndex(Protocol):
