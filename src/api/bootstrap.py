@@ -13,6 +13,7 @@ from engram.adapters.crypto import MasterKey
 from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient, HindsightDatabase, SemanticIndex
+from engram.adapters.insight_local import LocalProposer
 from engram.adapters.migrations import migrate, schema_lock
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
@@ -22,6 +23,7 @@ from engram.projections.base import ProjectorRunner, ViewProjection, safe_decode
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
+from engram.projections.insights import InsightProjection, InsightQueries, InsightView
 from engram.projections.purge import ALWAYS, BACKUPS, HINDSIGHT, KAFKA, AccountForgets, PurgeTracker
 from engram.projections.recall import RecallProjection, RecallView
 from engram.projections.recall_queries import RecallQueries
@@ -31,6 +33,7 @@ from engram.service.forgetting import ForgettingService, Pace
 from engram.service.governance import GovernanceService
 from engram.service.hindsight_sync import HindsightSyncer
 from engram.service.importer import MemoryImporter
+from engram.service.insights import InsightService
 from engram.service.learning import LearningRules, LearningService
 from engram.service.ledger import EventStore, Ledger
 from engram.service.memories import MemoryService
@@ -39,7 +42,7 @@ from engram.service.ports import Settler
 from engram.service.recall import RecallService
 from engram.service.settings import Settings
 
-PROJECTIONS = ("recall", "review", "governance", "inbox")
+PROJECTIONS = ("recall", "review", "governance", "inbox", "insights")
 
 
 def master_key(settings: Settings) -> MasterKey:
@@ -75,6 +78,7 @@ class Engram:
     publisher: TombstonePublisher | None = None
     importer: MemoryImporter | None = None  # `engram import`; always set by `open`
     backups: Backups | None = None
+    insights: InsightService | None = None  # always set by `open`
 
     @classmethod
     def open(
@@ -117,7 +121,8 @@ class Engram:
             index = BlindIndex(master)
             purge = PurgeTracker(datastore, (*copies, BACKUPS), backups=catalog)
             views = {"recall": RecallView(datastore, "recall"), "review": ReviewView(datastore, "review"),
-                     "governance": GovernanceView(datastore, "governance"), "inbox": InboxView(datastore, "inbox")}
+                     "governance": GovernanceView(datastore, "governance"), "inbox": InboxView(datastore, "inbox"),
+                     "insights": InsightView(datastore, "insights")}
             if settings.hindsight_url:
                 views["hindsight_sync"] = HindsightSyncView(datastore, "hindsight_sync")
             for view in views.values():
@@ -127,6 +132,7 @@ class Engram:
                 "review": ReviewProjection(views["review"], store.keys, purge),
                 "governance": GovernanceProjection(views["governance"]),
                 "inbox": InboxProjection(views["inbox"], index, purge),
+                "insights": InsightProjection(views["insights"], store.keys, index),
             }
             if settings.hindsight_url:
                 projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"], index)
@@ -170,7 +176,10 @@ class Engram:
             semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
                                      settings.hindsight_deadline_ms)
         backups = Backups(catalog, settings, ledger.clock)
-        recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes)
+        insights = InsightService(ledger, InsightQueries(datastore), index, [LocalProposer()],
+                                  max_text_bytes=settings.max_text_bytes)
+        recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes,
+                               insights=insights)
         forgetting = ForgettingService(memories, AccountForgets(datastore, purge), queries,
                                        request=Pace(settings.forget_request_members, 2.0))
         sweepers = []
@@ -182,13 +191,16 @@ class Engram:
             if syncer is not None:
                 sweepers.append(Sweeper(syncer.sync, settings.worker_interval))
                 sweepers.append(Sweeper(syncer.audit, settings.hindsight_audit_interval))
+            sweepers.append(Sweeper(insights.settle_invalidations, settings.worker_interval))
+            sweepers.append(Sweeper(insights.propose_due, settings.worker_interval))
             sweepers.append(Sweeper(backups.expire, settings.sweep_interval))
             sweepers.append(Sweeper(lambda: purge.vacuum_views(ledger.clock.now()), settings.sweep_interval))
         engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,
                      GovernanceService(ledger), learning,
                      Operations(ledger, projections, learning, fence, settings, syncer, purge),
                      syncer, embedded, sweepers, forgetting, backups=backups,
-                     importer=MemoryImporter(memories, fence, master.import_key, fence.loaded.wait))
+                     importer=MemoryImporter(memories, fence, master.import_key, fence.loaded.wait),
+                     insights=insights)
         assert store.outbox is not None
         engram.publisher = TombstonePublisher(store.outbox, journal, ledger.clock)
         fence.on_commit = engram.publisher.kick

@@ -17,6 +17,7 @@ from engram.domain.access import Access
 from engram.domain.scope import Caller
 from engram.service.forgetting import ForgettingService
 from engram.service.governance import GovernanceService
+from engram.service.insights import InsightService
 from engram.service.learning import LearningService
 from engram.service.ledger import Ledger
 from engram.service.memories import MemoryService
@@ -55,6 +56,12 @@ async def recall_service(request: Request) -> RecallService:
     return _root(request).recall
 
 
+async def insight_service(request: Request) -> InsightService:
+    insights = _root(request).insights
+    assert insights is not None, "Engram.open always sets the insight service"
+    return insights
+
+
 async def ledger(request: Request) -> Ledger:
     return ledger_of(_root(request))
 
@@ -87,6 +94,7 @@ async def deployment_settings(request: Request) -> Settings:
 
 Memories = Annotated[MemoryService, Depends(memory_service)]
 Recall = Annotated[RecallService, Depends(recall_service)]
+Insights = Annotated[InsightService, Depends(insight_service)]
 Writes = Annotated[Ledger, Depends(ledger)]
 Forgetting = Annotated[ForgettingService, Depends(forgetting_service)]
 Governance = Annotated[GovernanceService, Depends(governance_service)]

@@ -47,6 +47,8 @@ class EvidenceOut(BaseModel):
     quote: str = Field(description="an exact substring of the person's message (or the corrected text)")
     source: SourceOut
     occurred_at: Timestamp | None
+    memory_id: str | None = Field(default=None, description="an insight's evidence: the memory it comes from; "
+                                                            "absent otherwise")
 
 
 class _MemoryFields(BaseModel):
@@ -126,6 +128,28 @@ class RecallItem(BaseModel):
     evidence: list[EvidenceOut]
     score: float
     truncated: bool | None = Field(default=None, description="true when the text was cut to fit max_bytes; absent otherwise")
+    evidence_memory_ids: list[str] | None = Field(default=None, description="an insight: the memories it rests on; "
+                                                                            "absent for a memory")
+
+
+class InsightOut(BaseModel):
+    id: str
+    text: str | None = Field(description="null once a memory it rests on was forgotten (its text came from it), "
+                                         "or once rejected")
+    status: str = Field(description="proposed, confirmed, invalidated or rejected; invalidated as soon as any "
+                                    "memory it rests on is forgotten, corrected or revoked")
+    reason: str | None = Field(description="invalidated: forgotten or corrected; null otherwise")
+    proposer: str = Field(description="local (repeated preferences), hindsight (observations) or model")
+    evidence_memory_ids: list[str]
+    evidence: list[EvidenceOut] = Field(description="the evidence of every memory it rests on that is still "
+                                                    "in use, each with its memory_id")
+    proposed_at: Timestamp
+    updated_at: Timestamp
+    visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+
+
+class InsightList(BaseModel):
+    items: list[InsightOut]
 
 
 class RecallOut(BaseModel):

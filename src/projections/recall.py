@@ -126,6 +126,8 @@ class RecallProjection(ViewProjection):
         self._batch = threading.local()
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
+        if not isinstance(event, Memory.Event):  # other aggregates' events share these names (Confirmed, ...)
+            return
         handler = getattr(self, "on_" + type(event).__name__, None)
         if handler is not None:
             handler(curs, event, tracking)

@@ -21,6 +21,7 @@ from engram.domain.scope import Caller
 from engram.domain.text import validate_text
 from engram.projections.recall_queries import RecallQueries
 
+from .insights import InsightService
 from .ledger import Ledger
 from .ports import SemanticIndex
 from .views import opened, row_scope, unsealed
@@ -30,14 +31,32 @@ def _iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
+def _score(row: dict[str, Any]) -> float:
+    raw = float(row.get("score") or 0.0)
+    return raw if row.get("hinted") or row.get("kind") == "insight" else raw / (raw + 1.0)
+
+
+def _merged(rows: list[dict[str, Any]], insights: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Insights take their place among the memory rows by score (each list is already best first)."""
+    merged: list[dict[str, Any]] = []
+    pending = list(insights)
+    for row in rows:
+        while pending and _score(pending[0]) > _score(row):
+            merged.append(pending.pop(0))
+        merged.append(row)
+    return merged + pending
+
+
 class RecallService:
     def __init__(self, ledger: Ledger, queries: RecallQueries, index: BlindIndex,
-                 semantic: SemanticIndex | None = None, *, max_text_bytes: int = 8192) -> None:
+                 semantic: SemanticIndex | None = None, *, max_text_bytes: int = 8192,
+                 insights: InsightService | None = None) -> None:
         self.ledger = ledger
         self.queries = queries
         self.index = index
         self.semantic = semantic
         self.max_text_bytes = max_text_bytes
+        self.insights = insights
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:
         validate_text(query, self.max_text_bytes, allow_empty=True)
@@ -62,8 +81,11 @@ class RecallService:
         hints, degraded = self._hints(access, query)
         rows = self._hinted_rows(access, hints, filters)
         seen = {str(r["memory_id"]) for r in rows}
-        rows += [r for r in self.queries.search(terms=self.index.query_terms(caller.company, query),
-                                                limit=limit + 10, **filters) if str(r["memory_id"]) not in seen]
+        terms = self.index.query_terms(caller.company, query)
+        rows += [r for r in self.queries.search(terms=terms, limit=limit + 10, **filters)
+                 if str(r["memory_id"]) not in seen]
+        if self.insights is not None:
+            rows = _merged(rows, self.insights.recallable(access, terms=terms, as_of=filters["as_of"]))
         items, total, omitted = self._bundle(access, rows, max_bytes, limit)
         return {"items": items, "degraded": degraded, "bytes": total, "omitted": omitted}
 
@@ -95,6 +117,14 @@ class RecallService:
         for row in rows:
             if len(items) + omitted >= limit:
                 break
+            if row.get("kind") == "insight":  # judged, unsealed and scored by the insight service
+                if total >= max_bytes:
+                    omitted += 1
+                    continue
+                text, evidence, size, truncated = fit(row["text"], row["evidence"], max_bytes - total)
+                items.append({**row, "text": text, "evidence": evidence, **({"truncated": True} if truncated else {})})
+                total += size
+                continue
             if row["status"] != CONFIRMED:
                 continue
             row = opened(self.ledger.keys, row)

@@ -9,6 +9,7 @@ from eventsourcing.domain import Aggregate
 
 from engram.adapters.tombstones import Fence, Shred
 from engram.domain.directory import CompanyDirectory
+from engram.domain.insight import Insight
 from engram.domain.memory import EXPIRED, FORGOTTEN, PENDING, Memory
 from engram.domain.receipt import Receipt
 
@@ -60,6 +61,10 @@ def apply_fence(ledger: Ledger, fence: Fence, rebuild_all: Callable[[], None]) -
             else:
                 aggregate.forget(forget_id=t.get("forget_id") or f"fg-fence-{aid}", key_destroyed_at=now,
                                  actor="restore-fence", at=now)
+            ledger.save(aggregate)
+            counts["events_appended"] += 1
+        elif isinstance(aggregate, Insight) and aggregate.is_live:  # its key went with a forgotten memory's
+            aggregate.invalidate(reason="forgotten", memory_id=None, at=now, key_destroyed_at=now)
             ledger.save(aggregate)
             counts["events_appended"] += 1
         elif isinstance(aggregate, Receipt) and not aggregate.cleared:

@@ -178,6 +178,16 @@ def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.Monk
         engram.learning.work()
         call("GET", "/v1/receipts/{receipt_id}", 200, receipt_id="r-1")
 
+        for text in ("Risks come first in reports", "Please put the risks first", "Keep reports short, always",
+                     "Reports should be kept short"):
+            call("POST", "/v1/memories", 201, json=remember_body(text))
+        assert engram.insights.propose_due() == 2
+        proposed = call("GET", "/v1/insights", 200, params={"status": "proposed"})["items"]
+        call("POST", "/v1/insights/{insight_id}/confirm", 200, insight_id=proposed[0]["id"])
+        call("POST", "/v1/insights/{insight_id}/reject", 200, insight_id=proposed[1]["id"])
+        assert any(i["kind"] == "insight" for i in call("POST", "/v1/recall", 200, json={"query": "risks first"})["items"]
+                   + call("POST", "/v1/recall", 200, json={"query": "reports short"})["items"])
+
         forgotten = call("POST", "/v1/memories/{memory_id}/forget", 202, memory_id=first["id"])
         call("GET", "/v1/forgets/{forget_id}", 200, forget_id=forgotten["forget_id"])
         many = call("POST", "/v1/memories", 201, json=remember_body("I keep my notes in Obsidian"))

@@ -10,8 +10,10 @@ SECRETS = [
     "quokka5521 prefers the aisle seat on long flights",
     "my locker code is tangerine-9182",
     "我的猫叫小笼包九四三",
+    "Always book the window seat for okapi7730",  # these two repeat one instruction: an insight
+    "okapi7730 should always get the window seat",
 ]
-NEEDLES = [b"quokka5521", b"tangerine-9182", "小笼包九四三".encode(), b"aisle seat"]
+NEEDLES = [b"quokka5521", b"tangerine-9182", "小笼包九四三".encode(), b"aisle seat", b"okapi7730"]
 
 
 def _checkpoint(engram) -> None:
@@ -30,6 +32,10 @@ def test_dump_and_disk_hold_no_plaintext(engram, client, database, postgres) -> 
     # the service really holds the text: recall returns it
     found = client.post("/v1/recall", json={"query": "quokka5521 aisle"}, headers=alice).json()["items"]
     assert found and "quokka5521" in found[0]["text"]
+    assert engram.insights.propose_due() == 1
+    [insight] = client.get("/v1/insights", headers=alice).json()["items"]
+    assert "okapi7730" in insight["text"]
+    assert client.post(f"/v1/insights/{insight['id']}/confirm", headers=alice).status_code == 200
 
     # control: the scanners do find text that is stored in the clear
     with engram.store.datastore.transaction(commit=True) as curs:

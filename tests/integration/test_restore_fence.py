@@ -56,18 +56,26 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
     learned = a.memories.candidates(ALICE)["items"][0]
     a.memories.confirm(ALICE, learned["id"], text=None, acknowledge_sensitive=False)
     assert sorted(recall(a, "Godrevy")) == ["I like the Godrevy seals", "I like the lighthouse at Godrevy"]
+    path = [a.memories.remember(ALICE, text=t, source=SOURCE, occurred_at=None, visibility="general", team=None,
+                                valid_from=None, valid_to=None)["id"]
+            for t in ("Always take the coast path to the cove", "Please always take the coast path to the cove")]
+    assert a.insights is not None and a.insights.propose_due() == 1
+    [insight] = a.insights.list_insights(ALICE)["items"]
+    a.insights.confirm(ALICE, insight["id"])
 
     dump = tmp_path / "backup.dump"
     backup(database, dump)
     a.memories.forget(ALICE, gone["id"])
     a.memories.forget(ALICE, learned["id"])
+    a.memories.forget(ALICE, path[0])
+    assert a.insights.settle_invalidations() == 1  # the insight's key goes: its text came from forgotten words
     assert recall(a, "Godrevy") == []
     a.close()
 
     restore(database, dump)  # the database is back to before the forgets
     with pytest.raises(FenceRequired) as refused:  # nothing serves from it until it is fenced
         Engram.open(settings, database=database, background=False)
-    assert refused.value.count == 3
+    assert refused.value.count == 5
     b = Engram.open(settings, database=database, background=False, fenced=False)  # as `engram restore` does
     try:
         # even before the fence is applied, tombstoned keys are never handed out
@@ -78,7 +86,8 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
                                 (gone["id"],)).fetchone()["n"] == 1  # the restore brought the key row back
 
         counts = b.operations.restore_fence()
-        assert counts["tombstones"] == 3 and counts["events_appended"] == 3  # two forgets, one receipt clearing
+        # three forgets, one receipt clearing, one insight invalidated
+        assert counts["tombstones"] == 5 and counts["events_appended"] == 5
         with b.store.datastore.get_connection() as conn:
             assert conn.execute("SELECT count(*) AS n FROM engram_data_keys WHERE key_id = ANY(%s::uuid[])",
                                 ([gone["id"], learned["id"]],)).fetchone()["n"] == 0
@@ -86,9 +95,13 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
             got = b.memories.get(ALICE, memory_id)
             assert got["status"] == "forgotten" and got["text"] is None
             assert all(e["text"] is None for e in b.memories.history(ALICE, memory_id)["events"])
+        assert b.ledger.keys.get(insight["id"]) is None
+        [fenced] = b.insights.list_insights(ALICE)["items"]
+        assert (fenced["status"], fenced["text"]) == ("invalidated", None)
         for name in b.projections:
             b.operations.rebuild(name)
-        assert recall(b, "Godrevy") == []
+        assert recall(b, "Godrevy") == [] and not [i for i in b.recall.recall(
+            ALICE, query="coast path", as_of=None, max_bytes=17500, limit=10)["items"] if i["kind"] == "insight"]
         assert recall(b, "walking") == ["I like walking to work"] and kept
 
         # a late extraction job that still holds the old proposal cannot bring the candidate back

@@ -1,0 +1,279 @@
+"""The insight view: each insight's state, the memory revisions it rests on, its blinded terms, and
+which people's memories changed since their insights were last proposed.
+
+Built from Insight events and from Memory events: a memory forgotten, corrected, rejected or expired
+invalidates, in this view and at once, every insight resting on it (a forgotten memory's insight
+loses its sealed text and terms here too). The durable `Insight.Invalidated` event follows from the
+service's sweep. No plaintext: text is sealed under the insight's key, terms are keyed hashes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.persistence import Tracking
+from psycopg import Cursor
+from psycopg.types.json import Jsonb
+
+from engram.adapters.blind_index import BlindIndex
+from engram.adapters.keystore import KeyStore
+from engram.adapters.view_cipher import seal_for_view
+from engram.domain.insight import CORRECTED, FORGOTTEN, INVALIDATED, LIVE, Insight
+from engram.domain.memory import Memory
+
+from .base import View, ViewProjection
+
+DDL = """
+CREATE TABLE IF NOT EXISTS engram_insights (
+    insight_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL,
+    visibility text NOT NULL,
+    team text,
+    source_blind text,
+    status text NOT NULL,
+    reason text,                     -- why it was invalidated
+    settled boolean NOT NULL DEFAULT false,  -- its own Invalidated event is stored
+    evidence_forgotten boolean NOT NULL DEFAULT false,  -- its key must go: its text came from forgotten words
+    sealed_text bytea,
+    terms bigint[],
+    evidence jsonb NOT NULL,         -- [{"memory_id", "revision"}]
+    proposer text NOT NULL,
+    proposed_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS engram_insights_owner ON engram_insights (company, person, status, proposed_at);
+CREATE INDEX IF NOT EXISTS engram_insights_unsettled ON engram_insights (updated_at)
+    WHERE (status = 'invalidated' AND NOT settled) OR evidence_forgotten;
+CREATE TABLE IF NOT EXISTS engram_insight_evidence (
+    memory_id uuid NOT NULL,
+    insight_id uuid NOT NULL,
+    revision int NOT NULL,
+    PRIMARY KEY (memory_id, insight_id)
+);
+CREATE TABLE IF NOT EXISTS engram_insight_memories (  -- what this view knows of each memory: ids only
+    memory_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL,
+    status text NOT NULL,
+    revision int NOT NULL
+);
+CREATE TABLE IF NOT EXISTS engram_insight_work (
+    company text NOT NULL,
+    person text NOT NULL,
+    changed_at timestamptz NOT NULL,  -- a confirmed memory of this person changed then
+    PRIMARY KEY (company, person)
+);
+"""
+
+
+class InsightView(View):
+    ddl = DDL
+    tables = ("engram_insight_work", "engram_insight_memories", "engram_insight_evidence", "engram_insights")
+
+
+class InsightProjection(ViewProjection):
+    name = "insights"
+    view_class = InsightView
+
+    def __init__(self, view: View, keys: KeyStore, index: BlindIndex) -> None:
+        super().__init__(view)
+        self.keys = keys
+        self.index = index
+
+    def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
+        if isinstance(event, Insight.Event):
+            handler = getattr(self, "on_insight_" + type(event).__name__, None)
+        elif isinstance(event, Memory.Event):
+            handler = getattr(self, "on_memory_" + type(event).__name__, None)
+        else:
+            handler = None
+        if handler is not None:
+            handler(curs, event)
+
+    # -- insights -------------------------------------------------------------
+
+    def on_insight_Proposed(self, curs: Cursor[Any], e: Insight.Proposed) -> None:
+        key = self.keys.get(e.originator_id) if e.text is not None else None
+        source_id = (e.source or {}).get("id") if key else None
+        terms = sorted(self.index.term_counts(e.company, e.text)) if key and e.text else None
+        curs.execute(
+            "INSERT INTO engram_insights (insight_id, company, person, visibility, team, source_blind, status, "
+            "sealed_text, terms, evidence, proposer, proposed_at, updated_at) "
+            "VALUES (%s,%s,%s,%s,%s,%s,'proposed',%s,%s,%s,%s,%s,%s) ON CONFLICT (insight_id) DO NOTHING",
+            (e.originator_id, e.company, e.person, e.visibility, e.team,
+             self.index.source(e.company, source_id) if source_id else None,
+             seal_for_view(key, e.originator_id, "text", e.text) if key else None, terms,
+             Jsonb(e.evidence), e.proposer, e.timestamp, e.timestamp),
+        )
+        curs.executemany(
+            "INSERT INTO engram_insight_evidence (memory_id, insight_id, revision) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            [(p["memory_id"], e.originator_id, p["revision"]) for p in e.evidence],
+        )
+        # evidence changed before this proposal was applied: it is broken from the start
+        curs.execute(
+            "SELECT m.status, m.revision, ev.revision AS cited FROM engram_insight_evidence ev "
+            "LEFT JOIN engram_insight_memories m USING (memory_id) WHERE ev.insight_id = %s", (e.originator_id,))
+        for row in curs.fetchall():
+            if row["status"] is not None and row["status"] != "confirmed":
+                self._invalidate(curs, "insight_id = %s", e.originator_id,
+                                 FORGOTTEN if row["status"] == "forgotten" else CORRECTED, e.timestamp)
+            elif row["revision"] is not None and row["revision"] != row["cited"]:
+                self._invalidate(curs, "insight_id = %s", e.originator_id, CORRECTED, e.timestamp)
+
+    def on_insight_Confirmed(self, curs: Cursor[Any], e: Insight.Confirmed) -> None:
+        curs.execute("UPDATE engram_insights SET status = 'confirmed', updated_at = %s "
+                     "WHERE insight_id = %s AND status = 'proposed'", (e.timestamp, e.originator_id))
+
+    def on_insight_Rejected(self, curs: Cursor[Any], e: Insight.Rejected) -> None:
+        curs.execute("UPDATE engram_insights SET status = 'rejected', sealed_text = NULL, terms = NULL, "
+                     "updated_at = %s WHERE insight_id = %s AND status = 'proposed'", (e.timestamp, e.originator_id))
+
+    def on_insight_Invalidated(self, curs: Cursor[Any], e: Insight.Invalidated) -> None:
+        shredded = e.key_destroyed_at is not None
+        curs.execute(
+            "UPDATE engram_insights SET status = 'invalidated', settled = true, reason = coalesce(reason, %s), "
+            "sealed_text = CASE WHEN %s THEN NULL ELSE sealed_text END, "
+            "terms = CASE WHEN %s THEN NULL ELSE terms END, updated_at = %s WHERE insight_id = %s",
+            (e.reason, shredded, shredded, e.timestamp, e.originator_id),
+        )
+
+    # -- memories -------------------------------------------------------------
+
+    def _changed(self, curs: Cursor[Any], memory_id: Any, at: Any, status: str, revision: int | None = None) -> None:
+        """Note the memory's state, and that its person has new confirmed content for the proposers."""
+        curs.execute(
+            "UPDATE engram_insight_memories SET status = %s, revision = coalesce(%s, revision) "
+            "WHERE memory_id = %s RETURNING company, person", (status, revision, memory_id))
+        owner = curs.fetchone()
+        if owner is not None and status == "confirmed":
+            self._work(curs, owner["company"], owner["person"], at)
+
+    def _work(self, curs: Cursor[Any], company: str, person: str, at: Any) -> None:
+        curs.execute(
+            "INSERT INTO engram_insight_work (company, person, changed_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (company, person) DO UPDATE SET changed_at = greatest(engram_insight_work.changed_at, "
+            "EXCLUDED.changed_at)", (company, person, at))
+
+    def _created(self, curs: Cursor[Any], e: Memory.Created, status: str) -> None:
+        curs.execute("INSERT INTO engram_insight_memories (memory_id, company, person, status, revision) "
+                     "VALUES (%s, %s, %s, %s, 1) ON CONFLICT DO NOTHING", (e.originator_id, e.company, e.person, status))
+        if status == "confirmed":
+            self._work(curs, e.company, e.person, e.timestamp)
+
+    def on_memory_Remembered(self, curs: Cursor[Any], e: Memory.Remembered) -> None:
+        self._created(curs, e, "confirmed")
+
+    def on_memory_Proposed(self, curs: Cursor[Any], e: Memory.Proposed) -> None:
+        self._created(curs, e, "pending_review")
+
+    def on_memory_Confirmed(self, curs: Cursor[Any], e: Memory.Confirmed) -> None:
+        self._changed(curs, e.originator_id, e.timestamp, "confirmed")
+
+    def on_memory_Corrected(self, curs: Cursor[Any], e: Memory.Corrected) -> None:
+        curs.execute("SELECT insight_id FROM engram_insight_evidence WHERE memory_id = %s AND revision < %s",
+                     (e.originator_id, e.revision))
+        for row in curs.fetchall():
+            self._invalidate(curs, "insight_id = %s", row["insight_id"], CORRECTED, e.timestamp)
+        self._changed(curs, e.originator_id, e.timestamp, "confirmed", e.revision)
+
+    def on_memory_Forgotten(self, curs: Cursor[Any], e: Memory.Forgotten) -> None:
+        self._changed(curs, e.originator_id, e.timestamp, "forgotten")
+        self._broken(curs, e.originator_id, FORGOTTEN, e.timestamp)
+
+    def on_memory_Rejected(self, curs: Cursor[Any], e: Memory.Rejected) -> None:
+        self._changed(curs, e.originator_id, e.timestamp, "rejected")
+
+    def on_memory_Expired(self, curs: Cursor[Any], e: Memory.Expired) -> None:
+        self._changed(curs, e.originator_id, e.timestamp, "expired")
+
+    def _broken(self, curs: Cursor[Any], memory_id: Any, reason: str, at: Any) -> None:
+        """Every insight resting on a memory that is gone stops at once, and its derived text goes
+        (whatever its status: a rejected or corrected-away one held it too)."""
+        curs.execute("SELECT insight_id FROM engram_insight_evidence WHERE memory_id = %s", (memory_id,))
+        for row in curs.fetchall():
+            self._invalidate(curs, "insight_id = %s", row["insight_id"], reason, at)
+            curs.execute("UPDATE engram_insights SET sealed_text = NULL, terms = NULL, evidence_forgotten = true "
+                         "WHERE insight_id = %s", (row["insight_id"],))
+
+    def _invalidate(self, curs: Cursor[Any], where: str, value: Any, reason: str, at: Any) -> None:
+        curs.execute(
+            f"UPDATE engram_insights SET status = '{INVALIDATED}', reason = %s, updated_at = %s "
+            f"WHERE {where} AND status = ANY(%s)",
+            (reason, at, value, list(LIVE)),
+        )
+
+
+_MEMORY_STATE = (
+    "SELECT m.memory_id, m.company, m.person, m.visibility, m.team, m.sealed_source, m.status, m.revision, "
+    "m.sealed_text, m.sealed_evidence, k.wrapped FROM engram_memories m "
+    "LEFT JOIN engram_data_keys k ON k.key_id = m.memory_id "
+)
+
+
+class InsightQueries:
+    """Reads over the insight view (and the recall view's memory rows its evidence is checked against).
+    Rows come back sealed; the service unseals and authorizes each one."""
+
+    def __init__(self, datastore: Any) -> None:
+        self.datastore = datastore
+
+    def _all(self, sql: str, params: Any) -> list[dict[str, Any]]:
+        with self.datastore.get_connection() as conn:
+            return list(conn.execute(sql, params).fetchall())
+
+    def insights(self, *, company: str, person: str, statuses: list[str], limit: int = 500) -> list[dict[str, Any]]:
+        return self._all(
+            "SELECT i.*, k.wrapped FROM engram_insights i LEFT JOIN engram_data_keys k ON k.key_id = i.insight_id "
+            "WHERE i.company = %s AND i.person = %s AND i.status = ANY(%s) ORDER BY i.proposed_at DESC, i.insight_id "
+            "LIMIT %s", (company, person, statuses, limit))
+
+    def memory_states(self, ids: list[Any]) -> list[dict[str, Any]]:
+        """The recall view's rows of these memories (every status), with their wrapped keys."""
+        if not ids:
+            return []
+        return self._all(_MEMORY_STATE + "WHERE m.memory_id = ANY(%s::uuid[])", (list(ids),))
+
+    def answers(self, ids: list[Any]) -> list[dict[str, Any]]:
+        """Which revisions of these memories answer for which valid time."""
+        if not ids:
+            return []
+        return self._all("SELECT memory_id, revision, answer_from, answer_to FROM engram_recall_revisions "
+                         "WHERE memory_id = ANY(%s::uuid[]) AND is_answer", (list(ids),))
+
+    def confirmed_memories(self, company: str, person: str, limit: int) -> list[dict[str, Any]]:
+        """A person's confirmed memories, newest first: what the proposers look at."""
+        return self._all(_MEMORY_STATE + "WHERE m.company = %s AND m.person = %s AND m.status = 'confirmed' "
+                         "ORDER BY m.updated_at DESC LIMIT %s", (company, person, limit))
+
+    def due_work(self, limit: int) -> list[dict[str, Any]]:
+        return self._all("SELECT company, person, changed_at FROM engram_insight_work ORDER BY changed_at LIMIT %s",
+                         (limit,))
+
+    def work_done(self, company: str, person: str, changed_at: Any) -> None:
+        """Done with this person up to `changed_at`: a later change keeps the row for the next round."""
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute("DELETE FROM engram_insight_work WHERE company = %s AND person = %s AND changed_at <= %s",
+                         (company, person, changed_at))
+
+    def insight(self, insight_id: Any) -> list[dict[str, Any]]:
+        return self._all(
+            "SELECT i.*, k.wrapped FROM engram_insights i LEFT JOIN engram_data_keys k ON k.key_id = i.insight_id "
+            "WHERE i.insight_id = %s", (insight_id,))
+
+    def unsettled(self, limit: int) -> list[dict[str, Any]]:
+        """Insights this view invalidated whose own Invalidated event is not stored yet, and insights
+        resting on a forgotten memory whose key still exists."""
+        return self._all(
+            "SELECT i.insight_id, i.reason, i.evidence_forgotten FROM engram_insights i "
+            "LEFT JOIN engram_data_keys k ON k.key_id = i.insight_id "
+            "WHERE (i.status = 'invalidated' AND NOT i.settled) OR (i.evidence_forgotten AND k.key_id IS NOT NULL) "
+            "ORDER BY i.updated_at LIMIT %s", (limit,))
+
+    def resting_on(self, memory_ids: list[Any]) -> list[Any]:
+        """Live insights resting on any of these memories."""
+        rows = self._all(
+            "SELECT DISTINCT i.insight_id FROM engram_insight_evidence e JOIN engram_insights i USING (insight_id) "
+            "WHERE e.memory_id = ANY(%s::uuid[]) AND i.status = ANY(%s)", (list(memory_ids), list(LIVE)))
+        return [r["insight_id"] for r in rows]
