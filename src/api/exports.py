@@ -26,4 +26,15 @@ def to_markdown(data: dict[str, Any]) -> str:
             text = f": {h['text']}" if h.get("text") else ""
             lines.append(f"1. {_fmt(h['at'])} {h['type']} by {h['actor']} (revision {h['revision']}){text}")
         lines.append("")
+    insights = data.get("insights") or []
+    if insights:
+        lines += ["# Insights", ""]
+    for i in insights:
+        lines += [f"## {i['text'] or '(its evidence was forgotten)'}", ""]
+        reason = f" ({i['reason']})" if i.get("reason") else ""
+        lines.append(f"- id: `{i['id']}`, {i['status']}{reason}, proposed by {i['proposer']} at {_fmt(i['proposed_at'])}")
+        lines.append("- rests on: " + ", ".join(f"`{m}`" for m in i["evidence_memory_ids"]))
+        for ev in i.get("evidence") or []:
+            lines.append(f"- evidence: \"{ev.get('quote')}\" (memory `{ev.get('memory_id')}`)")
+        lines.append("")
     return "\n".join(lines)

@@ -305,6 +305,8 @@ class ExportOut(BaseModel):
     company: str
     person: str
     memories: list[ExportedMemory]
+    insights: list[InsightOut] = Field(default_factory=list, description="proposed, confirmed and invalidated "
+                                       "insights, each with the memories it rests on")
 
 
 class Health(BaseModel):

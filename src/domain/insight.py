@@ -31,6 +31,7 @@ LIVE = (PROPOSED, CONFIRMED)
 FORGOTTEN = "forgotten"
 CORRECTED = "corrected"
 OUT_OF_SCOPE = "out_of_scope"
+REVOKED = "revoked"
 
 
 class InsightNotOpen(DomainError):
@@ -201,7 +202,8 @@ def broken_by(evidence: Sequence[dict[str, Any]], memories: dict[str, dict[str, 
     """Why (and by which memory) this evidence no longer holds, or None while it all does.
 
     `memories` maps memory id to what the caller's reads know of it now: `status`, `revision`,
-    `usable` (the access policy's verdict for this caller). A missing memory counts as forgotten.
+    `usable` (the access policy's verdict for this caller), `revoked` (its source is). A missing memory
+    counts as forgotten.
     """
     for piece in evidence:
         memory_id = str(piece["memory_id"])
@@ -211,5 +213,5 @@ def broken_by(evidence: Sequence[dict[str, Any]], memories: dict[str, dict[str, 
         if now["status"] != "confirmed" or int(now["revision"]) != int(piece["revision"]):
             return CORRECTED, memory_id
         if not now["usable"]:
-            return OUT_OF_SCOPE, memory_id
+            return (REVOKED if now.get("revoked") else OUT_OF_SCOPE), memory_id
     return None

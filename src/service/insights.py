@@ -29,6 +29,7 @@ from engram.domain.insight import (
     LIVE,
     OUT_OF_SCOPE,
     PROPOSED,
+    REVOKED,
     Fact,
     Group,
     Insight,
@@ -82,32 +83,35 @@ class InsightService:
         known: dict[str, dict[str, Any]] = {}
         for row in self.queries.memory_states(ids):
             row = opened(self.keys, row)
+            scope = row_scope(row)
             known[str(row["memory_id"])] = {"status": row["status"], "revision": row["revision"],
-                                            "usable": access.may_use(row_scope(row)), "row": row}
+                                            "usable": access.may_use(scope), "row": row,
+                                            "revoked": scope.source_id in access.revoked_sources}
         return known
 
     def _judged(self, access: Access, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Each insight the caller may see, with its status as its evidence stands now. One resting on
-        memories out of the caller's scope is left out entirely (its text was derived from them)."""
+        """Each insight with its status as its evidence stands now, for this caller. One resting on a
+        memory revoked or out of the caller's scope is `invalidated` for them and shows no text (its text
+        came from that memory); it is in use again if the memory comes back into their scope."""
         if access.caller.is_administrative:
             return []
         memories = self._memories(access, rows)
         judged = []
         for row in rows:
-            status, reason = row["status"], row["reason"]
+            status, reason, hidden = row["status"], row["reason"], False
             broken = broken_by(row["evidence"], memories)
-            if broken is not None and broken[0] == OUT_OF_SCOPE:
-                continue
+            if broken is not None and broken[0] in (OUT_OF_SCOPE, REVOKED):
+                hidden = True
             if status in LIVE and broken is not None:
                 status, reason = INVALIDATED, broken[0]
-            judged.append({**row, "status": status, "reason": reason, "memories": memories})
+            judged.append({**row, "status": status, "reason": reason, "memories": memories, "hidden": hidden})
         return judged
 
     def _document(self, row: dict[str, Any]) -> dict[str, Any]:
         key = self.keys.unwrap_row(row["insight_id"], row.get("wrapped"))
         text = unseal_from_view(key, row["insight_id"], "text", row["sealed_text"]) if key else None
-        if row["reason"] == FORGOTTEN:
-            text = None  # derived from forgotten words: never shown again
+        if row["reason"] == FORGOTTEN or row["hidden"]:
+            text = None  # derived from forgotten words, or from words this caller may not use now
         evidence = []
         for piece in row["evidence"]:
             known = row["memories"].get(str(piece["memory_id"]))
@@ -153,7 +157,7 @@ class InsightService:
 
     def confirm(self, caller: Caller, insight_id_text: str) -> dict[str, Any]:
         _access, insight, judged = self._load(caller, insight_id_text)
-        if judged["status"] == INVALIDATED:
+        if judged["status"] == INVALIDATED or judged["hidden"]:
             raise InsightInvalidated("a memory this insight rests on was forgotten, corrected or revoked")
         insight.confirm(actor=caller.bot or caller.person, at=self.ledger.clock.now())
         self.ledger.save(insight)

@@ -134,6 +134,10 @@ def test_meeting_reports_and_risks_first(make, lang: str) -> None:
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "confirmed"
     assert [i["id"] for i in insights(client, "confirmed")] == [insight["id"]]
+    exported = client.get("/v1/export", headers=auth()).json()["insights"]
+    assert [(i["id"], i["status"], sorted(i["evidence_memory_ids"])) for i in exported] == [
+        (insight["id"], "confirmed", sorted([first_risk, second_risk]))]
+    assert insight["text"] in client.get("/v1/export", params={"format": "markdown"}, headers=auth()).text
 
     # Next Monday: recall answers Monday; as of last month it answers Friday, valid until Monday.
     clock.advance(days=NEXT_MONDAY.toordinal() - clock.now().toordinal(), hours=12)
@@ -251,7 +255,9 @@ def test_insights_stay_within_one_scope_and_one_person(make) -> None:
     # The person leaves the team: the insight (its text came from that team's source) is out of scope at once.
     put_directory(client, {"teams": {"t-risk": {"members": []}},
                            "sources": {"s-board": {"team": "t-risk", "members": []}}})
-    assert insights(client) == []
+    assert [(i["status"], i["reason"], i["text"], i["evidence"]) for i in insights(client)] == [
+        ("invalidated", "out_of_scope", None, [])]
+    is_problem(client.post(f"/v1/insights/{insight['id']}/reject", headers=auth()), 409, "insight_not_proposed")
     assert not [i for i in recall(client, "risks first") if i["kind"] == "insight"]
     # Back in the team: it is in use again (nothing was forgotten or corrected).
     put_directory(client, {"teams": {"t-risk": {"members": ["alice"]}},
@@ -260,5 +266,21 @@ def test_insights_stay_within_one_scope_and_one_person(make) -> None:
 
     # Revoking the source stops it at once too.
     assert client.post("/v1/sources/s-board/revoke", headers=auth()).status_code == 202
-    assert insights(client) == []
+    assert [(i["status"], i["reason"], i["text"]) for i in insights(client)] == [("invalidated", "revoked", None)]
+    assert insights(client, "confirmed") == []
     assert not [i for i in recall(client, "risks first") if i["kind"] == "insight"]
+
+
+def test_account_forget_takes_the_insights_words_too(make) -> None:
+    clock = FixedClock(LAST_MONTH)
+    system, client = make(clock)
+    assert system.insights is not None and system.forgetting is not None
+    _a, _b, insight = _two_risks(system, client, clock)
+    assert client.post(f"/v1/insights/{insight['id']}/confirm", headers=auth()).status_code == 200
+    assert client.post("/v1/me/forget", headers=auth()).status_code == 202
+    while system.forgetting.continue_account_forgets():
+        pass
+    assert [(i["status"], i["text"]) for i in insights(client)] == [("invalidated", None)]
+    assert not [i for i in recall(client, "risks first") if i["kind"] == "insight"]
+    assert system.insights.settle_invalidations() == 1
+    assert system.ledger.keys.get(insight["id"]) is None

@@ -5,7 +5,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
-from ..dependencies import Memories, Who
+from ..dependencies import Insights, Memories, Who
 from ..exports import to_markdown
 from ..middleware import JsonRoute
 from ..models import CandidateOut, ExportOut, History, MemoryList, MemoryOut, answer
@@ -60,8 +60,8 @@ def correct(memory_id: PathId, body: CorrectIn, who: Who, memories: Memories) ->
 
 @router.get("/v1/export", response_model=ExportOut,
             responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}}}}})
-def export(who: Who, memories: Memories, format: Literal["json", "markdown"] = "json") -> Any:  # noqa: A002
-    data = memories.export(who)
+def export(who: Who, memories: Memories, insights: Insights, format: Literal["json", "markdown"] = "json") -> Any:  # noqa: A002
+    data = {**memories.export(who), "insights": insights.list_insights(who)["items"]}
     if format == "markdown":
         return PlainTextResponse(to_markdown(data), media_type="text/markdown; charset=utf-8")
     return data
