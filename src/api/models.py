@@ -269,6 +269,10 @@ class Backlogs(BaseModel):
     purge: dict[str, int] = Field(description="forgets_pending: the company's forgets with a copy not yet purged "
                                   "(backups ageing out aside); tombstones_unpublished: committed, not yet in the "
                                   "journal (all companies)")
+    insights: dict[str, int] | None = Field(default=None, description="people_to_propose: people whose confirmed "
+                                            "memories changed since the proposers last ran; invalidations_to_record: "
+                                            "insights already out of use whose Invalidated event (and, after a "
+                                            "forget, key destruction) is not yet stored")
 
 
 class BudgetToday(BaseModel):

@@ -271,6 +271,17 @@ class InsightQueries:
             "WHERE (i.status = 'invalidated' AND NOT i.settled) OR (i.evidence_forgotten AND k.key_id IS NOT NULL) "
             "ORDER BY i.updated_at LIMIT %s", (limit,))
 
+    def backlog(self, company: str | None) -> dict[str, int]:
+        """People whose changed memories the proposers have not looked at yet, and invalidations not yet
+        recorded for good (a company's, or everyone's): counts only."""
+        where, params = ("WHERE company = %s", (company,)) if company else ("", ())
+        people = self._all(f"SELECT count(*) AS n FROM engram_insight_work {where}", params)[0]["n"]
+        unsettled = self._all(
+            "SELECT count(*) AS n FROM engram_insights i LEFT JOIN engram_data_keys k ON k.key_id = i.insight_id "
+            "WHERE ((i.status = 'invalidated' AND NOT i.settled) OR (i.evidence_forgotten AND k.key_id IS NOT NULL))"
+            + (" AND i.company = %s" if company else ""), params)[0]["n"]
+        return {"people_to_propose": int(people), "invalidations_to_record": int(unsettled)}
+
     def resting_on(self, memory_ids: list[Any]) -> list[Any]:
         """Live insights resting on any of these memories."""
         rows = self._all(

@@ -12,6 +12,7 @@ from engram.adapters.tombstones import Fence
 from engram.domain.access import Access
 from engram.domain.scope import Caller
 from engram.projections.base import ViewProjection, safe_decoder
+from engram.projections.insights import InsightQueries
 from engram.projections.purge import PurgeTracker
 
 from .hindsight_sync import HindsightSyncer
@@ -24,8 +25,9 @@ from .settings import Settings
 class Operations:
     def __init__(self, ledger: Ledger, projections: Mapping[str, ViewProjection], learning: LearningService,
                  fence: Fence, settings: Settings, syncer: HindsightSyncer | None = None,
-                 purge: PurgeTracker | None = None) -> None:
+                 purge: PurgeTracker | None = None, insights: InsightQueries | None = None) -> None:
         self.purge = purge
+        self.insights = insights
         self.ledger = ledger
         self.store = ledger.store
         self.projections = projections
@@ -109,7 +111,8 @@ class Operations:
             "quarantined_events": self.quarantined(),
             "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag,
                          "hindsight_sync": self.syncer.backlog() if self.syncer else None,
-                         "purge": self._purge_backlog(caller.company)},
+                         "purge": self._purge_backlog(caller.company),
+                         "insights": self.insights.backlog(caller.company) if self.insights else None},
             "budget_today": {**self.learning.budget.today(caller.company, today),
                              "token_limit": s.daily_tokens, "call_limit": s.daily_calls},
         }
@@ -139,6 +142,11 @@ class Operations:
         lines.append("# TYPE engram_inbox_receipts gauge")
         for state, n in sorted(self.learning.inbox.backlog().items()):
             lines.append(f'engram_inbox_receipts{{state="{state}"}} {n}')
+        if self.insights is not None:
+            lines.append("# HELP engram_insight_backlog People awaiting the proposers; invalidations not yet recorded")
+            lines.append("# TYPE engram_insight_backlog gauge")
+            for kind, n in sorted(self.insights.backlog(None).items()):
+                lines.append(f'engram_insight_backlog{{kind="{kind}"}} {n}')
         lines.append("# TYPE engram_events_total counter")
         lines.append(f"engram_events_total {self.store.recorder.max_notification_id() or 0}")
         return "\n".join(lines) + "\n"

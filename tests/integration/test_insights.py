@@ -169,7 +169,13 @@ def test_meeting_reports_and_risks_first(make, lang: str) -> None:
     is_problem(client.post(f"/v1/insights/{insight['id']}/confirm", headers=auth()), 409, "insight_invalidated")
 
     # The background records it for good and destroys the insight's key: its text came from forgotten words.
+    admin = auth(user="root", role="admin")
+    assert client.get("/v1/admin/status", headers=admin).json()["backlogs"]["insights"] == {
+        "people_to_propose": 0, "invalidations_to_record": 1}
+    assert 'engram_insight_backlog{kind="invalidations_to_record"} 1' in client.get("/metrics").text
     assert system.insights.settle_invalidations() == 1
+    assert client.get("/v1/admin/status", headers=admin).json()["backlogs"]["insights"][
+        "invalidations_to_record"] == 0
     assert system.ledger.keys.get(insight["id"]) is None
     assert system.insights.settle_invalidations() == 0
     history = list(system.ledger.store.events.get(__import__("uuid").UUID(insight["id"])))
