@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -523,9 +524,7 @@ def _group(engram: Engram, scope: Scope, *memory_ids: str) -> Group:
 
 def test_observations_are_proposed_only_when_every_source_is_a_current_memory_of_the_group(
         settings, database, observing, caplog) -> None:  # noqa: ANN001
-    import time
-
-    started = time.monotonic()
+    caplog.set_level(logging.DEBUG)
     system = Engram.open(settings.replace(hindsight_url=observing.url, master_key=MASTER), database=database,
                          background=False)
     observing.llm.observe = _by_topic
@@ -574,13 +573,13 @@ def test_observations_are_proposed_only_when_every_source_is_a_current_memory_of
     finally:
         observing.llm.observe = None
         system.close()
-    print(f"\nobservation proposer test: {time.monotonic() - started:.1f} s")  # noqa: T201
 
 
 def test_the_observation_proposer_answers_nothing_quickly_when_hindsight_is_down_or_hung(caplog) -> None:  # noqa: ANN001
     import socket
     import time
 
+    caplog.set_level(logging.DEBUG)
     facts = (Fact(str(UUID(int=1)), 1, "Risks come first"), Fact(str(UUID(int=2)), 1, "Risks first again"))
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
