@@ -48,6 +48,16 @@ def settings(tmp_path: Path) -> Any:
 
 
 @pytest.fixture
+def llm() -> Iterator[Any]:
+    """The fake OpenAI-compatible model server (the only fake besides embeddings)."""
+    from fake_llm import FakeLLM
+
+    server = FakeLLM().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def engram(settings: Any, database: Database) -> Iterator[Any]:
     from engram.api.bootstrap import Engram
 

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 CONSOLIDATION_FACT = re.compile(r"^\[([0-9a-f-]{36})\] (.+?)(?: \((?:occurred|mentioned)_[^)]*\))?$", re.M)
+LISTED = re.compile(r"^\[([0-9a-f-]{36})\] (.*)$", re.M)  # the insight prompt's `[<memory id>] <text>` lines
 
 
 def _completion(content: dict[str, Any]) -> dict[str, Any]:
@@ -38,6 +39,9 @@ class FakeLLM:
         # Hindsight's consolidation: given the batch's new facts [(fact id, text)], the observations
         # to create [{"text", "source_fact_ids"}]; None creates none
         self.observe: Callable[[list[tuple[str, str]]], list[dict[str, Any]]] | None = None
+        # Engram's insight proposer (asked for the "insights" schema): given the prompt's memories
+        # [(memory id, text)], the answer's content (a dict, or a string sent as it is); None: no insights
+        self.insights: Callable[[list[tuple[str, str]]], dict[str, Any] | str] | None = None
         self._lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
@@ -64,20 +68,26 @@ class FakeLLM:
             if scripted is not None:
                 return 200, scripted
         user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
-        if (body.get("response_format") or {}).get("type") == "json_object" and "Content:" in user:
+        response_format = body.get("response_format") or {}
+        if (response_format.get("json_schema") or {}).get("name") == "insights":
+            insights = self.insights(LISTED.findall(user)) if self.insights else {"insights": []}
+            return 200, self._answer(body, insights if isinstance(insights, str) else json.dumps(insights))
+        if response_format.get("type") == "json_object" and "Content:" in user:
             return 200, self._hindsight_facts(user)
         facts = CONSOLIDATION_FACT.findall(user)
         if facts:
             creates = self.observe(facts) if self.observe else []
             return 200, _completion({"creates": creates, "updates": [], "deletes": []})
-        content = json.dumps({"memories": self.proposals.get(user, [])})
+        return 200, self._answer(body, json.dumps({"memories": self.proposals.get(user, [])}))
+
+    def _answer(self, body: dict[str, Any], content: str) -> dict[str, Any]:
         answer: dict[str, Any] = {
             "id": "chatcmpl-test", "object": "chat.completion", "model": body.get("model", "test"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
         }
         if self.usage is not None:
             answer["usage"] = {**self.usage, "total_tokens": sum(self.usage.values())}
-        return 200, answer
+        return answer
 
     @staticmethod
     def _hindsight_facts(user: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID, uuid4
 
 from eventsourcing.postgres import PostgresDatastore
@@ -25,6 +25,23 @@ class Limits:
     company_calls: int
     person_tokens: int | None = None
     person_calls: int | None = None
+
+
+class DailyBudgetSettings(Protocol):
+    @property
+    def daily_tokens(self) -> int: ...
+    @property
+    def daily_calls(self) -> int: ...
+    @property
+    def person_daily_tokens(self) -> int | None: ...
+    @property
+    def person_daily_calls(self) -> int | None: ...
+
+
+def daily_limits(settings: DailyBudgetSettings) -> Limits:
+    """The configured daily budgets (`ENGRAM_DAILY_*`), shared by every model call Engram makes."""
+    return Limits(settings.daily_tokens, settings.daily_calls, settings.person_daily_tokens,
+                  settings.person_daily_calls)
 
 
 @dataclass(frozen=True)

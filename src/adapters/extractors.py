@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Protocol
 
-import httpx
-
 from engram.domain.extraction import Extraction, Proposal, Usage
 
+from .chat_model import ChatModel, ModelError
 
-class ExtractorError(Exception):
-    """The model call failed; whatever it cost is unknown."""
+ExtractorError = ModelError  # the model call failed; whatever it cost is unknown
 
 
 class Extractor(Protocol):
@@ -105,43 +102,16 @@ class OpenAIExtractor:
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 30.0,
                  max_output_tokens: int = 512) -> None:
+        self.chat = ChatModel(base_url, model, api_key, timeout=timeout, max_output_tokens=max_output_tokens)
         self.model = model
-        self.max_output_tokens = max_output_tokens
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
 
     def estimate_tokens(self, text: str) -> int:
-        # bytes/2 over-counts tokens for every language we serve; plus the prompt and the output cap
-        return (len(text.encode("utf-8")) + len(SYSTEM_PROMPT)) // 2 + self.max_output_tokens
+        return self.chat.estimate_tokens(SYSTEM_PROMPT, text)
 
     def extract(self, text: str) -> Extraction:
-        try:
-            r = self.client.post("/chat/completions", json={
-                "model": self.model,
-                "temperature": 0,
-                "max_tokens": self.max_output_tokens,
-                "response_format": {"type": "json_schema", "json_schema": SCHEMA},
-                "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text}],
-            })
-        except httpx.HTTPError as e:
-            raise ExtractorError(type(e).__name__) from None
-        if r.status_code != 200:
-            raise ExtractorError(f"model answered {r.status_code}")
-        try:
-            body = r.json()
-        except ValueError:
-            raise ExtractorError("model answered something other than JSON") from None
-        raw_usage = body.get("usage") or {}
-        usage = Usage(
-            prompt_tokens=raw_usage.get("prompt_tokens") if isinstance(raw_usage.get("prompt_tokens"), int) else None,
-            completion_tokens=raw_usage.get("completion_tokens")
-            if isinstance(raw_usage.get("completion_tokens"), int) else None,
-        )
-        try:
-            content = body["choices"][0]["message"]["content"]
-            items = json.loads(content).get("memories", [])
-            proposals = [Proposal(text=i["text"], quote=i["quote"]) for i in items
-                         if isinstance(i, dict) and isinstance(i.get("text"), str) and isinstance(i.get("quote"), str)]
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-            proposals = []  # a malformed answer proposes nothing; its usage still counts
-        return Extraction(proposals=proposals, usage=usage, model=self.model)
+        answer = self.chat.ask(SYSTEM_PROMPT, text, SCHEMA)
+        items = (answer.content or {}).get("memories")
+        proposals = [Proposal(text=i["text"], quote=i["quote"]) for i in items if isinstance(i, dict)
+                     and isinstance(i.get("text"), str) and isinstance(i.get("quote"), str)] \
+            if isinstance(items, list) else []  # a malformed answer proposes nothing; its usage still counts
+        return Extraction(proposals=proposals, usage=answer.usage, model=self.model)

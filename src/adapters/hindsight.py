@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -56,6 +56,23 @@ class Hint:
     document_id: str | None = None
     source_document_ids: tuple[str | None, ...] = ()
     source_fact_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One memory unit of a bank: a fact names its document; an observation names its source facts."""
+
+    id: str
+    kind: str  # world, experience or observation
+    document_id: str | None
+    source_fact_ids: tuple[str, ...]
+    text: str = field(repr=False)
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> Unit:
+        """From one row of Hindsight's memory-unit listing."""
+        return cls(str(item["id"]), str(item.get("fact_type") or ""), item.get("document_id"),
+                   tuple(str(s) for s in item.get("source_memory_ids") or []), str(item.get("text") or ""))
 
 
 class HindsightClient:
@@ -114,12 +131,17 @@ class HindsightClient:
             raise HindsightUnavailable(f"delete refused ({r.status_code})")
 
     def exists(self, bank: str, document_id: str) -> bool:
-        r = self._call("GET", bank, f"/documents/{document_id}")
+        return self.document(bank, document_id) is not None
+
+    def document(self, bank: str, document_id: str, *, deadline: float | None = None) -> dict[str, Any] | None:
+        """The document's record (ids, hash of its text, times, counts; no text is stored), or None."""
+        r = self._call("GET", bank, f"/documents/{document_id}", **({} if deadline is None else {"timeout": deadline}))
         if r.status_code == 404:
-            return False
+            return None
         if r.status_code >= 400:
             raise HindsightUnavailable(f"document lookup refused ({r.status_code})")
-        return True
+        body = _json(r)
+        return body if isinstance(body, dict) else {}
 
     def document_facts(self, bank: str, document_id: str) -> list[tuple[str, str]]:
         """(fact id, fact text) of a document's facts. The text is Hindsight's, used only in-process
@@ -130,6 +152,28 @@ class HindsightClient:
         if r.status_code >= 400:
             raise HindsightUnavailable(f"fact listing refused ({r.status_code})")
         return [(str(i["id"]), str(i.get("text") or "")) for i in r.json().get("items") or []]
+
+    def units(self, bank: str, *, deadline: float, most: int = 5000, page: int = 500) -> list[Unit]:
+        """The bank's live facts and observations, newest first, at most `most`, all within `deadline`
+        seconds. The text is Hindsight's, used only in-process; it is never stored or logged."""
+        started = time.monotonic()
+        out: list[Unit] = []
+        while len(out) < most:
+            left = deadline - (time.monotonic() - started)
+            if left <= 0:
+                raise HindsightUnavailable("deadline passed")
+            limit = min(page, most - len(out))
+            r = self._call("GET", bank, "/memories/list", params={"limit": limit, "offset": len(out)}, timeout=left)
+            if r.status_code == 404:
+                return []  # no bank yet: nothing synced for this scope
+            if r.status_code >= 400:
+                raise HindsightUnavailable(f"memory listing refused ({r.status_code})")
+            body = _json(r)
+            items = (body.get("items") if isinstance(body, dict) else None) or []
+            out.extend(Unit.of(i) for i in items if isinstance(i, dict) and i.get("id"))
+            if len(items) < limit:
+                break
+        return out
 
     def recall(self, bank: str, query: str, *, deadline: float, budget: str = "low") -> list[Hint]:
         body = {"query": query, "budget": budget,
@@ -210,13 +254,20 @@ class SemanticIndex:
                 raise SemanticIndexUnavailable(str(e)) from None
             for h in hints:
                 if h.kind == "observation":
-                    out.add_observation(h.score, frozenset(_memory_id(d) for d in h.source_document_ids))
-                elif (memory_id := _memory_id(h.document_id)) is not None:
+                    out.add_observation(h.score, frozenset(memory_id_of(d) for d in h.source_document_ids))
+                elif (memory_id := memory_id_of(h.document_id)) is not None:
                     out.add_fact(memory_id, h.score)
         return out
 
 
-def _memory_id(document_id: str | None) -> str | None:
+def _json(r: httpx.Response) -> Any:
+    try:
+        return r.json()
+    except ValueError:
+        raise HindsightUnavailable(f"hindsight answered {r.status_code} without JSON") from None
+
+
+def memory_id_of(document_id: str | None) -> str | None:
     try:
         return str(UUID(document_id)) if document_id else None
     except ValueError:

@@ -22,6 +22,15 @@ def validate_text(text: str, max_bytes: int = DEFAULT_MAX_TEXT_BYTES, *, allow_e
     return text
 
 
+def is_acceptable_text(text: str, max_bytes: int = DEFAULT_MAX_TEXT_BYTES) -> bool:
+    """Whether `validate_text` accepts it: for text Engram did not receive from a person (a model's)."""
+    try:
+        validate_text(text, max_bytes)
+    except (InvalidText, TextTooLarge):
+        return False
+    return True
+
+
 MAX_ID_LENGTH = 200
 
 

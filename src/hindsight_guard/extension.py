@@ -8,7 +8,8 @@
 The tenant extension answers 401 to any request without a valid Engram service token. The validator
 allows a token exactly what Engram does (`engram.adapters.hindsight.HindsightClient`), on exactly the
 banks it names: create the bank (with Hindsight's defaults: no settings), read its profile, retain
-a document (text only), recall, read and delete a document, list a document's facts. Everything
+a document (text only), recall, read and delete a document, list the bank's facts and observations
+(a document's, or all of them for the insight proposer, ADR 0022). Everything
 else answers 403 for every token: bank settings, missions and names, aliases (an alias named after
 another person's bank id would capture that person's requests), mental models, directives,
 webhooks, imports, reflect, consolidation, memory-unit edits, bank deletion, exports.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,7 +14,9 @@ import pytest
 
 from engram.adapters.crypto import MasterKey
 from engram.adapters.hindsight import HindsightClient, bank_for
+from engram.adapters.insight_hindsight import HindsightObservationProposer, text_hash
 from engram.api.bootstrap import Engram
+from engram.domain.insight import Fact, Group, Proposal
 from engram.domain.memory import Memory
 from engram.domain.scope import Caller, Scope
 from engram.hindsight_guard import tokens
@@ -104,6 +107,11 @@ def test_retain_replace_and_delete_with_purge_evidence(system, hindsight) -> Non
     assert system.syncer.sync() == 1
     hints = hs.recall(bank(), "monthly prose", deadline=30)
     assert {h.document_id for h in hints} == {memory_id}
+    # what the observation proposer reads passes the guard: the bank's units, and a document's record
+    # whose hash tells which text it holds now (ADR 0022)
+    assert {u.document_id for u in hs.units(bank(), deadline=30)} == {memory_id}
+    document = hs.document(bank(), memory_id, deadline=30)
+    assert document is not None and document["content_hash"] == text_hash("I prefer monthly reports as long prose")
 
     forget_id = system.memories.forget(ALICE, memory_id)["forget_id"]
     status = system.memories.forget_status(ALICE, forget_id)
@@ -491,3 +499,101 @@ def test_hindsight_enabled_after_a_restricted_memory_was_forgotten_says_it_was_n
             assert conn.execute("SELECT count(*) AS n FROM engram_hindsight_banks").fetchone()["n"] == 0
     finally:
         after.close()
+
+
+def _by_topic(facts: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Consolidation as a model might do it: one observation per topic, citing every fact about it."""
+    topics = {"risk": "Puts risks first", "bullet": "Likes short bullet points"}
+    found = [(text, [f for f, t in facts if word in t.lower()]) for word, text in topics.items()]
+    return [{"text": text, "source_fact_ids": ids} for text, ids in found if ids]
+
+
+def _consolidated(server: HindsightServer, bank_id: str, observations: int) -> None:
+    import httpx
+
+    r = httpx.post(f"{server.url}/v1/default/banks/{bank_id}/consolidate", json={}, timeout=30, headers=signed(bank_id))
+    assert r.status_code == 200, r.text
+    _wait(lambda: sum(u.kind == "observation" for u in client(server).units(bank_id, deadline=30)) >= observations)
+
+
+def _group(engram: Engram, scope: Scope, *memory_ids: str) -> Group:
+    """What the insight service hands a proposer: each memory's current revision and text."""
+    memories = {m: engram.ledger.get(UUID(m), Memory) for m in memory_ids}
+    return Group(scope, tuple(Fact(m, memory.revision, memory.current["text"]) for m, memory in memories.items()))
+
+
+def test_observations_are_proposed_only_when_every_source_is_a_current_memory_of_the_group(
+        settings, database, observing, caplog) -> None:  # noqa: ANN001
+    caplog.set_level(logging.DEBUG)
+    system = Engram.open(settings.replace(hindsight_url=observing.url, master_key=MASTER), database=database,
+                         background=False)
+    observing.llm.observe = _by_topic
+    try:
+        system.governance.put_directory(Caller("acme", "root", "admin"), {
+            "teams": {"t-risk": {"members": ["alice"]}},
+            "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}}})
+        first = remember(system, "Risks come first in the weekly report")
+        second = remember(system, "Put the risks first when you summarise")
+        bullets = remember(system, "I like short bullet points")
+        reports = remember(system, "Weekly reports should be bullet points")
+        jira = {"kind": "ticket", "id": "s-jira", "message_id": "J-1"}
+        restricted = [system.memories.remember(ALICE, text=text, source=jira, occurred_at=None,
+                                               visibility="restricted", team="t-risk", valid_from=None,
+                                               valid_to=None)["id"]
+                      for text in ("Audit risks go first", "List the open risks first in audits")]
+        assert system.syncer.sync() == 6
+        general, risk = Scope("acme", "alice"), Scope("acme", "alice", "restricted", "t-risk", "s-jira")
+        _consolidated(observing, bank(), 2)
+        _consolidated(observing, bank_for(risk), 1)
+        proposer = HindsightObservationProposer(client(observing))
+
+        # Engram forgets one memory before Hindsight hears of it: the group no longer holds it, and
+        # the observation resting on its document is not proposed; the other one is, with both ids
+        system.memories.forget(ALICE, bullets)
+        assert proposer.propose(_group(system, general, first, second, reports)) == [
+            Proposal("Puts risks first", (first, second), "hindsight")]
+        # each group reads its own bank only: the restricted memories' observation is theirs alone
+        assert proposer.propose(_group(system, risk, *restricted)) == [
+            Proposal("Puts risks first", tuple(restricted), "hindsight")]
+        assert proposer.propose(Group(Scope("acme", "bob"), _group(system, general, first, second).facts)) == []
+        # a group without one of its sources (a memory the service left out) gets nothing from it
+        assert proposer.propose(_group(system, general, first, reports)) == []
+
+        # corrected in Engram, not yet in Hindsight: the observation rests on the older text, so it waits
+        system.memories.correct(ALICE, first, text="Risks always come first in the weekly report",
+                                valid_from=None, valid_to=None, reason=None)
+        corrected = _group(system, general, first, second, reports)
+        assert corrected.facts[0].revision == 2 and proposer.propose(corrected) == []
+        # the sync replaces the document (and the facts of the old text), consolidation observes the new
+        # text: proposed again, now on the current revision
+        assert system.syncer.sync() >= 1
+        _consolidated(observing, bank(), 1)
+        _wait(lambda: proposer.propose(corrected) == [Proposal("Puts risks first", (first, second), "hindsight")])
+        assert not [r for r in caplog.records if "risks" in r.getMessage().lower()]
+    finally:
+        observing.llm.observe = None
+        system.close()
+
+
+def test_the_observation_proposer_answers_nothing_quickly_when_hindsight_is_down_or_hung(caplog) -> None:  # noqa: ANN001
+    import socket
+    import time
+
+    caplog.set_level(logging.DEBUG)
+    facts = (Fact(str(UUID(int=1)), 1, "Risks come first"), Fact(str(UUID(int=2)), 1, "Risks first again"))
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    started = time.monotonic()
+    assert HindsightObservationProposer(HindsightClient(f"http://127.0.0.1:{port}")).propose(
+        Group(Scope("acme", "alice"), facts)) == []
+    assert time.monotonic() - started < 1
+    with socket.socket() as hung:  # accepts connections, answers nothing
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)
+        started = time.monotonic()
+        proposer = HindsightObservationProposer(HindsightClient(f"http://127.0.0.1:{hung.getsockname()[1]}"),
+                                                deadline=0.5)
+        assert proposer.propose(Group(Scope("acme", "alice"), facts)) == []
+        assert time.monotonic() - started < 1.5
+    assert caplog.records and not [r for r in caplog.records if "risks" in r.getMessage().lower()]

@@ -15,17 +15,9 @@ from engram.api.bootstrap import Engram
 from engram.api.http import create_app
 from engram.domain.clock import FixedClock
 
-from fake_llm import FakeLLM
 from helpers import SECRET, auth, remember_body
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    server = FakeLLM().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
