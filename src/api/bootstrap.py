@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from engram.adapters.blind_index import BlindIndex
-from engram.adapters.budget import BudgetLedger, Limits
+from engram.adapters.budget import BudgetLedger, daily_limits
 from engram.adapters.content_rules import ContentRules
 from engram.adapters.crypto import MasterKey
 from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient, HindsightDatabase, SemanticIndex
 from engram.adapters.insight_local import LocalProposer
+from engram.adapters.insight_proposers import insight_proposers
 from engram.adapters.migrations import migrate, schema_lock
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
@@ -165,8 +166,7 @@ class Engram:
                                  candidate_ttl=timedelta(days=settings.candidate_ttl_days))
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
-        learning = LearningService(memories, inbox, budget, extractor, LearningRules(limits=Limits(
-            settings.daily_tokens, settings.daily_calls, settings.person_daily_tokens, settings.person_daily_calls)))
+        learning = LearningService(memories, inbox, budget, extractor, LearningRules(limits=daily_limits(settings)))
         syncer = semantic = None
         if settings.hindsight_url:
             signing_key = master.hindsight_signing_key()
@@ -176,7 +176,11 @@ class Engram:
             semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
                                      settings.hindsight_deadline_ms)
         backups = Backups(catalog, settings, ledger.clock)
-        insights = InsightService(ledger, InsightQueries(datastore), index, [LocalProposer()],
+        proposers = [LocalProposer(), *insight_proposers(
+            settings, budget=budget, clock=ledger.clock,
+            hindsight_client=HindsightClient(settings.hindsight_url, signing_key=master.hindsight_signing_key())
+            if settings.hindsight_url else None)]
+        insights = InsightService(ledger, InsightQueries(datastore), index, proposers,
                                   max_text_bytes=settings.max_text_bytes)
         recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes,
                                insights=insights)

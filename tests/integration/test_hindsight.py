@@ -569,6 +569,12 @@ def test_observations_are_proposed_only_when_every_source_is_a_current_memory_of
         assert system.syncer.sync() >= 1
         _consolidated(observing, bank(), 1)
         _wait(lambda: proposer.propose(corrected) == [Proposal("Puts risks first", (first, second), "hindsight")])
+
+        # the insight service runs it beside the local proposer, one group at a time
+        assert system.insights is not None and system.insights.propose_due() >= 2
+        proposed = system.insights.list_insights(ALICE, status="proposed")["items"]
+        assert {(i["text"], frozenset(i["evidence_memory_ids"])) for i in proposed if i["proposer"] == "hindsight"} \
+            == {("Puts risks first", frozenset((first, second))), ("Puts risks first", frozenset(restricted))}
         assert not [r for r in caplog.records if "risks" in r.getMessage().lower()]
     finally:
         observing.llm.observe = None

@@ -128,3 +128,31 @@ def test_fewer_than_two_facts_that_fit_mean_no_call(llm, budget) -> None:
     huge = ModelInsightProposer(ChatModel(llm.url, "test-model"), budget, ROOMY, FixedClock(T0), max_prompt_bytes=100)
     assert huge.propose(group("x" * 200, "Risks come first")) == []  # only one fits
     assert llm.calls == [] and budget.today("acme", T0.date()) == {"tokens": 0, "calls": 0}
+
+
+def test_the_insight_service_runs_the_model_beside_the_local_proposer(settings, database, llm) -> None:  # noqa: ANN001
+    from engram.api.bootstrap import Engram
+    from engram.domain.scope import Caller
+
+    alice = Caller("acme", "alice", "user")
+    system = Engram.open(settings.replace(llm_base_url=llm.url, llm_model="test-model"), database=database,
+                         background=False)
+    try:
+        ids = [system.memories.remember(alice, text=t, source={"kind": "chat", "id": "c-1", "message_id": None},
+                                        occurred_at=None, visibility="general", team=None, valid_from=None,
+                                        valid_to=None)["id"]
+               for t in ("Risks come first in the weekly report", "I want the risks up front when summarising",
+                         "I like tea")]
+        llm.insights = lambda lines: {"insights": [
+            {"text": "Puts risks first", "memory_ids": [m for m, t in lines if "risks" in t.lower()]},
+            {"text": "Invented", "memory_ids": [ids[2], str(uuid4())]}]}
+        assert system.insights is not None
+        n = system.insights.propose_due()
+        assert n == 1, (llm.calls, system.insights.proposers)
+        [insight] = system.insights.list_insights(alice)["items"]
+        assert (insight["proposer"], insight["text"], sorted(insight["evidence_memory_ids"])) == (
+            "model", "Puts risks first", sorted(ids[:2]))
+        assert {e["memory_id"] for e in insight["evidence"]} == set(ids[:2])
+        assert system.learning.budget.today("acme", datetime.now(UTC).date())["calls"] == 1
+    finally:
+        system.close()
