@@ -22,6 +22,7 @@ from engram.projections.base import ProjectorRunner, ViewProjection, safe_decode
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
+from engram.projections.links import LinkQueries, LinksProjection, LinksView
 from engram.projections.purge import ALWAYS, BACKUPS, HINDSIGHT, KAFKA, AccountForgets, PurgeTracker
 from engram.projections.recall import RecallProjection, RecallView
 from engram.projections.recall_queries import RecallQueries
@@ -33,13 +34,14 @@ from engram.service.hindsight_sync import HindsightSyncer
 from engram.service.importer import MemoryImporter
 from engram.service.learning import LearningRules, LearningService
 from engram.service.ledger import EventStore, Ledger
+from engram.service.links import MemoryLinks
 from engram.service.memories import MemoryService
 from engram.service.operations import Operations
 from engram.service.ports import Settler
 from engram.service.recall import RecallService
 from engram.service.settings import Settings
 
-PROJECTIONS = ("recall", "review", "governance", "inbox")
+PROJECTIONS = ("recall", "review", "governance", "inbox", "links")
 
 
 def master_key(settings: Settings) -> MasterKey:
@@ -117,7 +119,8 @@ class Engram:
             index = BlindIndex(master)
             purge = PurgeTracker(datastore, (*copies, BACKUPS), backups=catalog)
             views = {"recall": RecallView(datastore, "recall"), "review": ReviewView(datastore, "review"),
-                     "governance": GovernanceView(datastore, "governance"), "inbox": InboxView(datastore, "inbox")}
+                     "governance": GovernanceView(datastore, "governance"), "inbox": InboxView(datastore, "inbox"),
+                     "links": LinksView(datastore, "links")}
             if settings.hindsight_url:
                 views["hindsight_sync"] = HindsightSyncView(datastore, "hindsight_sync")
             for view in views.values():
@@ -127,6 +130,7 @@ class Engram:
                 "review": ReviewProjection(views["review"], store.keys, purge),
                 "governance": GovernanceProjection(views["governance"]),
                 "inbox": InboxProjection(views["inbox"], index, purge),
+                "links": LinksProjection(views["links"], index),
             }
             if settings.hindsight_url:
                 projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"], index)
@@ -156,7 +160,8 @@ class Engram:
         queries = RecallQueries(datastore)
         memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(),
                                  max_text_bytes=settings.max_text_bytes,
-                                 candidate_ttl=timedelta(days=settings.candidate_ttl_days))
+                                 candidate_ttl=timedelta(days=settings.candidate_ttl_days),
+                                 links=MemoryLinks(ledger, LinkQueries(datastore)))
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
         learning = LearningService(memories, inbox, budget, extractor, LearningRules(limits=Limits(
