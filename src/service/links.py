@@ -1,6 +1,6 @@
 """A memory's links as its caller may see them (ADR 0020): the view says which memories were
-co-mentioned with it; the access policy, asked of each linked memory as of a memory read, says which
-of them this caller may know of. One the caller may not use is left out, never hinted at."""
+co-mentioned with it; the access policy, asked of each linked memory as a memory read asks it, says
+which of them this caller may know of. One the caller may not use is left out, never hinted at."""
 
 from __future__ import annotations
 
