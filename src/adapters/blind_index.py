@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 import snowballstemmer
 
@@ -72,6 +74,15 @@ class BlindIndex:
         its own prefix, 128 bits in hex, so equal ids still match and join within one company."""
         digest = hmac.new(self._key(company), b"source\x00" + source_id.encode(), hashlib.sha256).digest()
         return "s" + digest[:16].hex()
+
+    def message(self, company: str, person: str, source: dict[str, Any]) -> str | None:
+        """The message a piece of evidence cites, as the links view keeps it (ADR 0020): keyed like
+        the sources, per person, with its own prefix; None when the source names no message."""
+        if not source.get("message_id"):
+            return None
+        cited = json.dumps([person, source.get("kind"), source.get("id"), source["message_id"]])
+        digest = hmac.new(self._key(company), b"message\x00" + cited.encode(), hashlib.sha256).digest()
+        return "m" + digest[:16].hex()
 
     def sources(self, company: str, source_ids: Iterable[str]) -> list[str]:
         return sorted(self.source(company, s) for s in source_ids)

@@ -25,6 +25,7 @@ from engram.projections.governance import GovernanceProjection, GovernanceQuerie
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
 from engram.projections.insights import InsightProjection, InsightQueries, InsightView
+from engram.projections.links import LinkQueries, LinksProjection, LinksView
 from engram.projections.purge import ALWAYS, BACKUPS, HINDSIGHT, KAFKA, AccountForgets, PurgeTracker
 from engram.projections.recall import RecallProjection, RecallView
 from engram.projections.recall_queries import RecallQueries
@@ -37,13 +38,14 @@ from engram.service.importer import MemoryImporter
 from engram.service.insights import InsightService
 from engram.service.learning import LearningRules, LearningService
 from engram.service.ledger import EventStore, Ledger
+from engram.service.links import MemoryLinks
 from engram.service.memories import MemoryService
 from engram.service.operations import Operations
 from engram.service.ports import Settler
 from engram.service.recall import RecallService
 from engram.service.settings import Settings
 
-PROJECTIONS = ("recall", "review", "governance", "inbox", "insights")
+PROJECTIONS = ("recall", "review", "governance", "inbox", "insights", "links")
 
 
 def master_key(settings: Settings) -> MasterKey:
@@ -123,7 +125,8 @@ class Engram:
             purge = PurgeTracker(datastore, (*copies, BACKUPS), backups=catalog)
             views = {"recall": RecallView(datastore, "recall"), "review": ReviewView(datastore, "review"),
                      "governance": GovernanceView(datastore, "governance"), "inbox": InboxView(datastore, "inbox"),
-                     "insights": InsightView(datastore, "insights")}
+                     "insights": InsightView(datastore, "insights"),
+                     "links": LinksView(datastore, "links")}
             if settings.hindsight_url:
                 views["hindsight_sync"] = HindsightSyncView(datastore, "hindsight_sync")
             for view in views.values():
@@ -134,6 +137,7 @@ class Engram:
                 "governance": GovernanceProjection(views["governance"]),
                 "inbox": InboxProjection(views["inbox"], index, purge),
                 "insights": InsightProjection(views["insights"], store.keys, index),
+                "links": LinksProjection(views["links"], index),
             }
             if settings.hindsight_url:
                 projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"], index)
@@ -163,7 +167,8 @@ class Engram:
         queries = RecallQueries(datastore)
         memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(),
                                  max_text_bytes=settings.max_text_bytes,
-                                 candidate_ttl=timedelta(days=settings.candidate_ttl_days))
+                                 candidate_ttl=timedelta(days=settings.candidate_ttl_days),
+                                 links=MemoryLinks(ledger, LinkQueries(datastore)))
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
         learning = LearningService(memories, inbox, budget, extractor, LearningRules(limits=daily_limits(settings)))

@@ -67,11 +67,27 @@ class _MemoryFields(BaseModel):
     updated_at: Timestamp
 
 
+class LinkOut(BaseModel):
+    memory_id: str = Field(description="the linked memory; only memories the caller may use are listed")
+    kind: str = Field(description="co_mention: both were mentioned in one message (their evidence cites it)")
+    status: str = Field(description="active, or invalidated once either memory stopped citing that message")
+    since: Timestamp = Field(description="when both memories first cited the message")
+    invalidated_at: Timestamp | None = Field(description="when the link was broken; null while active")
+    reason: str | None = Field(description="what broke it: corrected, forgotten, rejected or expired; null while "
+                                           "active")
+
+
+class LinkList(BaseModel):
+    items: list[LinkOut]
+
+
 class MemoryOut(_MemoryFields):
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)
     purge_id: str | None = Field(default=None, description="forgotten, rejected or expired: the id whose "
                                  "GET /v1/forgets/{purge_id} shows each copy's purge (stopped using at once, "
                                  "purge_complete once every copy reported)")
+    links: list[LinkOut] | None = Field(default=None, description="GET /v1/memories/{id} only: the memories "
+                                        "linked to this one (as GET /v1/memories/{id}/links); absent elsewhere")
 
 
 class CandidateOut(BaseModel):

@@ -24,6 +24,7 @@ from engram.domain.scope import Caller, Scope
 from engram.domain.text import validate_text
 
 from .ledger import Ledger
+from .links import MemoryLinks
 from .ports import MemoryQueries, PurgeReports
 from .views import candidate_of, candidate_of_row, memory_of, memory_of_row, opened, row_scope, unsealed
 
@@ -38,7 +39,7 @@ def _parse_uuid(memory_id: str) -> UUID:
 class MemoryService:
     def __init__(self, ledger: Ledger, queries: MemoryQueries, index: BlindIndex, purge: PurgeReports, *,
                  policy: ContentPolicy | None = None, max_text_bytes: int = 8192,
-                 candidate_ttl: timedelta = timedelta(days=30)) -> None:
+                 candidate_ttl: timedelta = timedelta(days=30), links: MemoryLinks | None = None) -> None:
         self.ledger = ledger
         self.keys = ledger.keys
         self.clock = ledger.clock
@@ -48,6 +49,7 @@ class MemoryService:
         self.policy: ContentPolicy = policy or AcceptEverything()
         self.max_text_bytes = max_text_bytes
         self.candidate_ttl = candidate_ttl
+        self.links = links
 
     # -- plumbing ------------------------------------------------------------
 
@@ -257,11 +259,19 @@ class MemoryService:
     # -- reads ---------------------------------------------------------------
 
     def get(self, caller: Caller, memory_id: str) -> dict[str, Any]:
-        memory = self._load(self.ledger.access(caller), memory_id)
+        access = self.ledger.access(caller)
+        memory = self._load(access, memory_id)
         document = memory_of(memory)
         if memory.purge_id is not None:  # the person follows it to each copy's purge
             document["purge_id"] = memory.purge_id
+        document["links"] = self.links.visible(access, memory.id) if self.links else []
         return document
+
+    def linked(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        """The memories linked to this one that the caller may use (ADR 0020)."""
+        access = self.ledger.access(caller)
+        memory = self._load(access, memory_id)
+        return {"items": self.links.visible(access, memory.id) if self.links else []}
 
     def history(self, caller: Caller, memory_id: str) -> dict[str, Any]:
         memory = self._load(self.ledger.access(caller), memory_id)

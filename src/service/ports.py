@@ -78,6 +78,12 @@ class MemoryQueries(Protocol):
     def closed_candidates_with_keys(self, limit: int) -> list[dict[str, Any]]: ...
 
 
+class LinkReads(Protocol):
+    """The links view (ADR 0020): each link of a memory, whoever may see the memory at its other end."""
+
+    def links_of(self, memory_id: Any) -> list[dict[str, Any]]: ...
+
+
 class PurgeReports(Protocol):
     """What a forget request has purged so far, copy by copy."""
 

@@ -33,7 +33,7 @@ def test_remember_recall_correct_forget_across_processes(database, tmp_path: Pat
     port = _port()
     procs = [subprocess.Popen([ENGRAM, *cmd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
              for cmd in (["relay"], ["worker", "--projections", "recall,review"], ["worker", "--projections",
-                                                                                   "governance,inbox,insights"],
+                                                                                   "governance,inbox,insights,links"],
                          ["serve", "--port", str(port)])]
     url = f"http://127.0.0.1:{port}"
     try:

@@ -144,7 +144,11 @@ def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.Monk
         page = call("GET", "/v1/memories", 200, params={"limit": 1})
         assert page["next_cursor"]
         call("GET", "/v1/memories", 200, params={"cursor": page["next_cursor"], "status": "all"})
-        call("GET", "/v1/memories/{memory_id}", 200, memory_id=first["id"])
+        linked = call("POST", "/v1/memories", 201, json=remember_body("I prefer green tea after lunch",
+                                                                       source=first["source"]))
+        assert call("GET", "/v1/memories/{memory_id}", 200, memory_id=first["id"])["links"][0]["memory_id"] \
+            == linked["id"]
+        call("GET", "/v1/memories/{memory_id}/links", 200, memory_id=first["id"])
         call("POST", "/v1/memories/{memory_id}/correct", 200, memory_id=first["id"],
              json={"text": "I prefer green tea in the morning", "valid_from": "2026-12-01T00:00:00+01:00",
                    "reason": "changed my mind"})

@@ -375,6 +375,7 @@ def extreme_requests(draw: Any, templates: list[tuple[str, str, dict[str, Any]]]
         quoted = re.sub(r"[^A-Za-z0-9._~-]", lambda m: "".join(f"%{b:02X}" for b in m.group().encode(
             "utf-8", "surrogatepass")), str(segment))
         method, path = draw(st.sampled_from([("GET", "/v1/memories/{}"), ("GET", "/v1/memories/{}/history"),
+                                             ("GET", "/v1/memories/{}/links"),
                                              ("POST", "/v1/memories/{}/forget"), ("GET", "/v1/forgets/{}"),
                                              ("GET", "/v1/receipts/{}"), ("POST", "/v1/sources/{}/revoke"),
                                              ("POST", "/v1/candidates/{}/reject"),

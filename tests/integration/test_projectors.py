@@ -89,10 +89,10 @@ def test_two_runners_never_apply_an_event_twice(engram) -> None:
 def test_projection_status_reports_lag(engram) -> None:
     _remember_without_settling(engram, "lagging fact")
     lag = {row["projection"]: row["lag"] for row in engram.operations.status()}
-    assert lag == {"recall": 1, "review": 1, "governance": 1, "inbox": 1, "insights": 1}
+    assert lag == {"recall": 1, "review": 1, "governance": 1, "inbox": 1, "insights": 1, "links": 1}
     engram.runner.catch_up_all()
     lags = {row["projection"]: row["lag"] for row in engram.operations.status()}
-    assert lags == {"recall": 0, "review": 0, "governance": 0, "inbox": 0, "insights": 0}
+    assert lags == {"recall": 0, "review": 0, "governance": 0, "inbox": 0, "insights": 0, "links": 0}
 
 
 def test_stopping_the_runner_wakes_its_wait(engram) -> None:

@@ -1,4 +1,4 @@
-"""A person's memories: remember, list, read, history, correct, export."""
+"""A person's memories: remember, list, read, links, history, correct, export."""
 
 from typing import Annotated, Any, Literal
 
@@ -8,7 +8,7 @@ from fastapi.responses import PlainTextResponse
 from ..dependencies import Insights, Memories, Who
 from ..exports import to_markdown
 from ..middleware import JsonRoute
-from ..models import CandidateOut, ExportOut, History, MemoryList, MemoryOut, answer
+from ..models import CandidateOut, ExportOut, History, LinkList, MemoryList, MemoryOut, answer
 from ..reference import STORED_NOT_VISIBLE, answers
 from ..schemas import CorrectIn, PathId, RememberIn
 
@@ -43,6 +43,11 @@ def list_memories(
 @router.get("/v1/memories/{memory_id}", response_model=MemoryOut, responses=answers(None, 404))
 def get_memory(memory_id: PathId, who: Who, memories: Memories) -> Any:
     return memories.get(who, memory_id)
+
+
+@router.get("/v1/memories/{memory_id}/links", response_model=LinkList, responses=answers(None, 404))
+def links(memory_id: PathId, who: Who, memories: Memories) -> Any:
+    return memories.linked(who, memory_id)
 
 
 @router.get("/v1/memories/{memory_id}/history", response_model=History, responses=answers(None, 404))
