@@ -9,6 +9,7 @@ service's sweep. No plaintext: text is sealed under the insight's key, terms are
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -80,6 +81,7 @@ class InsightProjection(ViewProjection):
         super().__init__(view)
         self.keys = keys
         self.index = index
+        self._batch = threading.local()
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         if isinstance(event, Insight.Event):
@@ -151,10 +153,25 @@ class InsightProjection(ViewProjection):
             self._work(curs, owner["company"], owner["person"], at)
 
     def _work(self, curs: Cursor[Any], company: str, person: str, at: Any) -> None:
-        curs.execute(
-            "INSERT INTO engram_insight_work (company, person, changed_at) VALUES (%s, %s, %s) "
-            "ON CONFLICT (company, person) DO UPDATE SET changed_at = greatest(engram_insight_work.changed_at, "
-            "EXCLUDED.changed_at)", (company, person, at))
+        """Noted per batch and written in `flush`: one person's memories sit on several partitions, so
+        workers write these shared rows once per batch, in one order, and never wait on each other in a cycle."""
+        pending = getattr(self._batch, "work", None)
+        if pending is None:
+            pending = self._batch.work = {}
+        key = (company, person)
+        pending[key] = max(pending.get(key, at), at)
+
+    def begin(self) -> None:
+        self._batch.work = {}
+
+    def flush(self, curs: Cursor[Any]) -> None:
+        pending = getattr(self._batch, "work", None) or {}
+        self._batch.work = {}
+        if pending:
+            curs.executemany(
+                "INSERT INTO engram_insight_work (company, person, changed_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (company, person) DO UPDATE SET changed_at = greatest(engram_insight_work.changed_at, "
+                "EXCLUDED.changed_at)", [(c, p, at) for (c, p), at in sorted(pending.items())])
 
     def _created(self, curs: Cursor[Any], e: Memory.Created, status: str) -> None:
         curs.execute("INSERT INTO engram_insight_memories (memory_id, company, person, status, revision) "
