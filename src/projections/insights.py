@@ -21,6 +21,7 @@ from engram.adapters.keystore import KeyStore
 from engram.adapters.view_cipher import seal_for_view
 from engram.domain.insight import CORRECTED, FORGOTTEN, INVALIDATED, LIVE, Insight
 from engram.domain.memory import Memory
+from engram.domain.settings import PersonSettings
 
 from .base import View, ViewProjection
 
@@ -59,6 +60,11 @@ CREATE TABLE IF NOT EXISTS engram_insight_memories (  -- what this view knows of
     status text NOT NULL,
     revision int NOT NULL
 );
+CREATE TABLE IF NOT EXISTS engram_insight_settings (  -- whose settings aggregate is whose
+    settings_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL
+);
 CREATE TABLE IF NOT EXISTS engram_insight_work (
     company text NOT NULL,
     person text NOT NULL,
@@ -70,7 +76,8 @@ CREATE TABLE IF NOT EXISTS engram_insight_work (
 
 class InsightView(View):
     ddl = DDL
-    tables = ("engram_insight_work", "engram_insight_memories", "engram_insight_evidence", "engram_insights")
+    tables = ("engram_insight_work", "engram_insight_settings", "engram_insight_memories", "engram_insight_evidence",
+              "engram_insights")
 
 
 class InsightProjection(ViewProjection):
@@ -88,6 +95,10 @@ class InsightProjection(ViewProjection):
             handler = getattr(self, "on_insight_" + type(event).__name__, None)
         elif isinstance(event, Memory.Event):
             handler = getattr(self, "on_memory_" + type(event).__name__, None)
+        elif isinstance(event, PersonSettings.Opened):
+            handler = self.on_settings_opened
+        elif isinstance(event, PersonSettings.Changed):
+            handler = self.on_settings_changed
         else:
             handler = None
         if handler is not None:
@@ -140,6 +151,20 @@ class InsightProjection(ViewProjection):
             "terms = CASE WHEN %s THEN NULL ELSE terms END, updated_at = %s WHERE insight_id = %s",
             (e.reason, shredded, shredded, e.timestamp, e.originator_id),
         )
+
+    # -- a person's settings: resuming learning lets the proposers look again ----------
+
+    def on_settings_opened(self, curs: Cursor[Any], e: PersonSettings.Opened) -> None:
+        curs.execute("INSERT INTO engram_insight_settings (settings_id, company, person) VALUES (%s, %s, %s) "
+                     "ON CONFLICT DO NOTHING", (e.originator_id, e.company, e.person))
+
+    def on_settings_changed(self, curs: Cursor[Any], e: PersonSettings.Changed) -> None:
+        if e.learning_paused:
+            return
+        curs.execute("SELECT company, person FROM engram_insight_settings WHERE settings_id = %s", (e.originator_id,))
+        owner = curs.fetchone()
+        if owner is not None:
+            self._work(curs, owner["company"], owner["person"], e.timestamp)
 
     # -- memories -------------------------------------------------------------
 

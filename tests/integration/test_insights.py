@@ -290,3 +290,17 @@ def test_account_forget_takes_the_insights_words_too(make) -> None:
     assert not [i for i in recall(client, "risks first") if i["kind"] == "insight"]
     assert system.insights.settle_invalidations() == 1
     assert system.ledger.keys.get(insight["id"]) is None
+
+
+def test_no_proposals_while_learning_is_paused_and_they_come_when_it_resumes(make) -> None:
+    clock = FixedClock(LAST_MONTH)
+    system, client = make(clock)
+    assert system.insights is not None
+    assert client.put("/v1/settings", headers=auth(), json={"learning_paused": True, "use_paused": False}).status_code == 200
+    for text in ("Risks come first, always", "Please put the risks first"):
+        assert client.post("/v1/memories", headers=auth(), json=remember_body(text)).status_code == 201
+    assert system.insights.propose_due() == 0 and insights(client) == []
+    assert system.insights.propose_due() == 0  # nothing left waiting: a paused person is not retried forever
+    assert client.put("/v1/settings", headers=auth(), json={"learning_paused": False, "use_paused": False}).status_code == 200
+    assert system.insights.propose_due() == 1
+    assert len(insights(client, "proposed")) == 1
