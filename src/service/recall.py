@@ -1,8 +1,9 @@
 """Recall: the confirmed memories a caller may use right now, ranked, within a byte budget.
 
-Hindsight (when configured) only hints: every hinted memory is re-read from the recall view,
-re-unsealed and re-authorized here. SQL ranking (BM25 over the blind term index) fills the rest, and
-is all there is without Hindsight. The budget truncates the last item that fits and counts the rest.
+SQL ranks with BM25 over the blind term index. Hindsight (when configured) only hints: its ranking
+is fused with SQL's by reciprocal rank, and every hinted memory SQL did not find is re-read from the
+recall view, re-unsealed and re-authorized here. Confirmed insights take their place by score. The
+budget truncates the last item that fits and counts the rest.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _iso(value: Any) -> Any:
 
 def _score(row: dict[str, Any]) -> float:
     raw = float(row.get("score") or 0.0)
-    return raw if row.get("hinted") or row.get("kind") == "insight" else raw / (raw + 1.0)
+    return raw if row.get("fused") or row.get("kind") == "insight" else raw / (raw + 1.0)
 
 
 def _merged(rows: list[dict[str, Any]], insights: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -45,6 +46,11 @@ def _merged(rows: list[dict[str, Any]], insights: list[dict[str, Any]]) -> list[
             merged.append(pending.pop(0))
         merged.append(row)
     return merged + pending
+
+
+# Reciprocal rank fusion (Cormack et al.): k dampens the top ranks' lead; each list counts to this depth.
+RRF_K = 60
+FUSION_DEPTH = 50
 
 
 class RecallService:
@@ -79,11 +85,10 @@ class RecallService:
                    "sources": self.index.sources(caller.company, grants.sources),
                    "revoked": self.index.sources(caller.company, grants.revoked_sources)}
         hints, degraded = self._hints(access, query)
-        rows = self._hinted_rows(access, hints, filters)
-        seen = {str(r["memory_id"]) for r in rows}
         terms = self.index.query_terms(caller.company, query)
-        rows += [r for r in self.queries.search(terms=terms, limit=limit + 10, **filters)
-                 if str(r["memory_id"]) not in seen]
+        found = self.queries.search(terms=terms, limit=max(limit + 10, FUSION_DEPTH) if hints else limit + 10,
+                                    **filters)
+        rows = self._fused(access, hints, found, filters) if hints else found
         if self.insights is not None:
             rows = _merged(rows, self.insights.recallable(access, terms=terms, as_of=filters["as_of"]))
         items, total, omitted = self._bundle(access, rows, max_bytes, limit)
@@ -99,15 +104,30 @@ class RecallService:
         except SemanticIndexUnavailable:
             return SemanticHints(), True
 
-    def _hinted_rows(self, access: Access, hints: SemanticHints, filters: dict[str, Any]) -> list[dict[str, Any]]:
-        """Fusion: the hinted memories the caller may use, best first, with the index's scores."""
-        if not hints:
-            return []
+    def _fused(self, access: Access, hints: SemanticHints, found: list[dict[str, Any]],
+               filters: dict[str, Any]) -> list[dict[str, Any]]:
+        """Reciprocal rank fusion of the SQL ranking and the index's: each memory scores
+        1/(k + rank) in each list it is in; the hinted memories SQL did not find are read (and
+        authorized) here. Scores are scaled so a memory first in both lists scores 1."""
         keys = self.ledger.keys
-        rows = [opened(keys, r) for r in self.queries.by_ids(ids=sorted(hints.memory_ids()), **filters)]
-        usable = {str(r["memory_id"]): r for r in rows if r["status"] == CONFIRMED and access.may_use(row_scope(r))}
-        scores = hints.scores(set(usable))
-        return [{**usable[m], "score": scores[m], "hinted": True} for m in sorted(scores, key=lambda m: -scores[m])]
+        sql_rank = {str(r["memory_id"]): i for i, r in enumerate(found)}
+        missing = sorted(m for m in hints.memory_ids() if m not in sql_rank)
+        extra = [opened(keys, r) for r in self.queries.by_ids(ids=missing, **filters)] if missing else []
+        rows = {str(r["memory_id"]): r for r in found}
+        for r in extra:
+            if r["status"] == CONFIRMED and access.may_use(row_scope(r)):
+                rows[str(r["memory_id"])] = r
+        scores = hints.scores(set(rows))  # SQL's rows are in scope by its filters; `_bundle` judges each again
+        hint_rank = {m: i for i, m in enumerate(sorted(scores, key=lambda m: (-scores[m], m))[:FUSION_DEPTH])}
+        fused: dict[str, float] = {}
+        for m in rows:
+            total = sum(1.0 / (RRF_K + rank + 1) for rank in (sql_rank.get(m), hint_rank.get(m)) if rank is not None)
+            if total:
+                fused[m] = total
+        best = 2.0 / (RRF_K + 1)
+        # a tie (each list puts the other's first second) goes to the index's ranking: it reads meaning
+        order = sorted(fused, key=lambda m: (-fused[m], hint_rank.get(m, len(hint_rank)), sql_rank.get(m, len(sql_rank))))
+        return [{**rows[m], "score": round(fused[m] / best, 4), "fused": True} for m in order]
 
     def _bundle(self, access: Access, rows: list[dict[str, Any]], max_bytes: int,
                 limit: int) -> tuple[list[dict[str, Any]], int, int]:
@@ -143,7 +163,7 @@ class RecallService:
                 # the stretch this revision answers for: a later correction that superseded it ends it
                 "valid_from": _iso(row["valid_from"]), "valid_to": _iso(row["answer_to"]),
                 "time_uncertain": row["time_uncertain"], "evidence": evidence,
-                "score": raw if row.get("hinted") else round(raw / (raw + 1.0), 4),
+                "score": raw if row.get("fused") else round(raw / (raw + 1.0), 4),
             }
             if truncated:
                 item["truncated"] = True
