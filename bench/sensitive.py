@@ -1,9 +1,10 @@
 """Sensitive-content rules: precision, recall and F1 on a labelled set of English and Chinese sentences.
 
-    .venv/bin/python bench/sensitive.py [--split tune|held_out|all] [--show-text]
+    .venv/bin/python bench/sensitive.py [--split tune|heldout1|heldout2|all] [--show-text]
 
-The set lives in bench/data/sensitive/ (README.md there gives the labelling policy): `tune_*.tsv`
-is what the rules were tuned on, `held_out_*.tsv` was written after the tuning and kept out of it.
+The set lives in bench/data/sensitive/ (README.md there gives the labelling policy and its history):
+the rules were first tuned on `tune_*.tsv`, then measured on `heldout1_*.tsv` (written after that
+tuning), then tuned on both; `heldout2_*.tsv` was written after the second tuning and never tuned on.
 A sentence counts as flagged when `ContentRules.classify` says sensitive or secret (both keep it
 out of memory until the person acts). Sentences labelled `secret` are scored on their own: they
 must be refused, and no other sentence may be. Misclassified sentences are printed by id; their
@@ -21,7 +22,7 @@ from engram.adapters.content_rules import ContentRules, sensitive_kind
 from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT
 
 DATA = Path(__file__).resolve().parent / "data" / "sensitive"
-SPLITS = ("tune", "held_out")
+SPLITS = ("tune", "heldout1", "heldout2")
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,8 @@ def report(title: str, scored: list[Scored], show_text: bool) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--split", choices=("tune", "held_out", "all"), default=None,
-                    help="one split only (default: tune, held out and all, one after another)")
+    ap.add_argument("--split", choices=(*SPLITS, "all"), default=None,
+                    help="one split only (default: each split, then all)")
     ap.add_argument("--show-text", action="store_true", help="print misclassified sentences' text too")
     args = ap.parse_args()
     rules = ContentRules()

@@ -63,7 +63,7 @@ _BUSINESS_EN = re.compile(
     re.IGNORECASE,
 )
 _BUSINESS_ZH = re.compile(
-    r"^[^，。,.;；!?！？]{0,6}?(?:功能|系统|模块|接口|页面|项目|平台|App|APP|app|应用|产品|客户|行业|排程|排期|计算器|审批|"
+    r"^[^，。,.;；!?！？]{0,4}?(?:功能|系统|模块|接口|页面|项目|平台|App|APP|app|应用|产品|客户|行业|排程|排期|计算器|审批|"
     r"提醒|导出|发放|库存|对接|模型|软件|网站|机构|公司|连锁|字段|报表|市场|小程序|服务商|供应商|数据|查询)"
 )
 _SIMILE_EN = re.compile(r"\b(?:like|as if|as though|kind of|sort of)\s+(?:\w+\s+){0,2}$", re.IGNORECASE)
@@ -74,7 +74,11 @@ _IDIOMS = re.compile(
     r"\b(?:technical|tech|design|code)\s+debt|\bdebt\s+(?:of\s+gratitude)|"
     r"\b(?:great|economic|tropical)\s+depression|\bdepression\s+in\s+the\b|"
     r"\bretail\s+therapy|\bpregnant\s+(?:pause|silence)|\ba\s+stroke\s+of\b|\bsober(?:ing)?\s+(?:look|assessment|reminder)|"
-    r"对症下药|良药|病毒|毛病|病句|打预防针|诊断日志|故障诊断|性能诊断|问题诊断|"
+    r"\b(?:is|was|are)\s+(?:my|our|his|her|the\s+best)\s+(?:kind\s+of\s+|form\s+of\s+)?therapy|"
+    r"\b(?:gave|give|gives|giving)\s+(?:me|us|him|her|them|everyone)\s+(?:a\s+)?(?:heart\s+attack|migraine|ulcer)|"
+    r"\b(?:nearly|almost)\s+had\s+a\s+heart\s+attack|\bbitter\s+pill|\bon\s+life\s+support|"
+    r"对症下药|良药|病毒|毛病|病句|语病|通病|弊病|职业病|拖延症|选择困难症|尴尬症|懒癌|症结|打[个一]?预防针|强心剂|"
+    r"(?:就是|是)[^，。,.]{0,4}(?:心理治疗|良药|解药)|诊断日志|故障诊断|性能诊断|问题诊断|"
     r"(?:technical|tech)\s+(?:loan)",
     re.IGNORECASE,
 )
@@ -86,14 +90,15 @@ class _Rule:
     pattern: re.Pattern[str]
     needs: str = "nothing"  # "nothing", "person", or "person_or_amount"
     check: Callable[[re.Match[str]], bool] | None = None
+    statement: bool = False  # a verb phrase ("diagnosed", 欠了): never just the name of a business thing
 
 
-def _en(kind: str, body: str, needs: str = "nothing") -> _Rule:
-    return _Rule(kind, re.compile(rf"\b(?:{body})\b", re.IGNORECASE), needs)
+def _en(kind: str, body: str, needs: str = "nothing", statement: bool = False) -> _Rule:
+    return _Rule(kind, re.compile(rf"\b(?:{body})\b", re.IGNORECASE), needs, statement=statement)
 
 
-def _zh(kind: str, body: str, needs: str = "nothing") -> _Rule:
-    return _Rule(kind, re.compile(body), needs)
+def _zh(kind: str, body: str, needs: str = "nothing", statement: bool = False) -> _Rule:
+    return _Rule(kind, re.compile(body), needs, statement=statement)
 
 
 # -- numbers that are checked, not just matched -----------------------------------------------------
@@ -141,7 +146,9 @@ def _business_line_before(text: str, start: int) -> bool:
 
 _ROLE_MAILBOX = re.compile(
     r"^(?:support|info|sales|help|hello|contact|admin|noreply|no-reply|team|hr|billing|office|jobs|careers|press|"
-    r"security|service|services|kefu|marketing|ops|dev|feedback|enquiries|inquiries|orders|invoices?|accounts)@",
+    r"security|service|services|kefu|marketing|ops|dev|feedback|enquiries|inquiries|orders|invoices?|accounts|legal|"
+    r"finance|payroll|procurement|privacy|compliance|it|helpdesk|recruiting|recruitment|partners|media|events|"
+    r"webmaster|postmaster|abuse|notifications?|alerts?|reply|mail)@",
     re.IGNORECASE,
 )
 
@@ -164,12 +171,19 @@ _CONDITIONS_EN = (
     r"(?:hip|knee|joint)\s+replacement|transplant|hospitali[sz]ed|in\s+(?:the\s+)?hospital|"
     r"admitted\s+to\s+(?:the\s+)?hospital|intensive\s+care|icu|a&e|emergency\s+room|rehab|"
     r"(?:months|years|weeks|days)\s+sober|(?:stay|staying|been|getting)\s+sober|diagnosed|"
-    r"(?:nervous|mental)\s+breakdown"
+    r"(?:nervous|mental)\s+breakdown|on\s+the\s+pill|inhalers?|epipen|wheelchair|hearing\s+aids?|pacemaker|"
+    r"\w+(?:oscopy|ectomy|otomy)|(?:broke|broken|fractured|sprained|dislocated|torn|tore)\s+(?:my|his|her|a|the)?\s*"
+    r"(?:left\s+|right\s+)?(?:wrist|arm|leg|ankle|foot|hand|finger|toe|hip|knee|neck|shoulder|collarbone|ribs?|nose|jaw|"
+    r"elbow|ligament|acl|hamstring|achilles|meniscus|pelvis)"
 )
 _PERSONAL_HEALTH_EN = (
     r"therap(?:y|ies|ist|ists)|counsell?(?:ing|or)|surgery|operation|medications?|meds|pills|prescri(?:bed|ptions?)|"
     r"doctor|gp|physio\w*|diagnos[ie]s|allerg(?:y|ies)|breakdown|sick\s+(?:leave|note)|off\s+sick|clinic|"
-    r"side\s+effects|symptoms|recovery|relapse|treatment"
+    r"side\s+effects|symptoms|recovery|relapse|treatment|disease|syndrome|disorder|infection|dose|dosage|"
+    r"(?!diagnosis|prognosis|osmosis|symbiosis|hypnosis|diploma|aroma|empathy|sympathy|apathy|antipathy|telepathy)"
+    r"\w{3,}(?:itis|i?asis|osis|oma|a?emia|pathy)|"
+    r"(?:appendix|gallbladder|tonsils|wisdom\s+teeth|tooth|mole|cyst|lump|ovary|ovaries|uterus|kidney|spleen|"
+    r"thyroid|polyps?)\s+(?:removed|out|taken\s+out)"
 )
 _ALLERGENS = (
     r"penicillin|\w+cillin|\w+mycin|aspirin|ibuprofen|codeine|sulfa\w*|latex|nuts|peanuts|tree\s+nuts|shellfish|"
@@ -182,11 +196,12 @@ _CONDITIONS_ZH = (
     r"强迫症|厌食症|暴食症|艾滋|HIV|椎间盘突出|骨折|中风|脑梗|心梗|贫血|甲亢|甲减|白血病|偏头痛|血糖|血压|血脂|胆固醇|"
     r"胰岛素|化疗|放疗|透析|降压药|安眠药|止痛药|激素药|抗生素|处方|住院|出院|重症监护|急诊|心理医生|心理咨询|心理治疗|"
     r"精神科|病历|体检报告|复查|病假|产检|怀孕|孕期|孕\d+周|备孕|流产|试管婴儿|预产期|坐月子|戒酒|戒毒|肝功能|肾功能|"
-    r"搭桥|切除|移植手术|康复治疗"
+    r"搭桥|切除|移植手术|康复治疗|做试管|促排|[胃肠喉鼻宫腔膀胱支气管]{1,4}镜|核磁共振|彩超|抽血|化验单|验血"
 )
 _PERSONAL_HEALTH_ZH = (
     r"吃[^，。,.]{0,6}药|服药|用药|药物|打针|手术|医生[说让给开建]|看医生|看病|医院[检复治看做]|过敏性|过敏体质|"
-    r"生病|病了|发病|犯病|发作|症状"
+    r"生病|病了|发病|犯病|发作|症状|打[^，。,.]{0,5}针|CT|B超|"
+    r"[\u4e00-\u9fff]{1,4}(?:炎|溃疡|结石|增生|囊肿|疱疹|综合征|综合症|后遗症)|[\u4e00-\u9fff]{1,3}(?:症|病)(?![毒句历])"
 )
 _ALLERGENS_ZH = (
     r"青霉素|头孢|阿司匹林|花生|坚果|海鲜|虾|蟹|芒果|花粉|猫毛|狗毛|尘螨|酒精|乳糖|牛奶|鸡蛋|麸质|小麦|[\u4e00-\u9fff]{1,3}[素药]"
@@ -209,26 +224,32 @@ _RULES: list[_Rule] = [
         r"pay\s*slips?|pay\s*(?:rise|raise)|take[\s-]home\s+pay|debt\s+collectors?"),
     _en(FINANCE,
         r"salar(?:y|ies)|wages?|earn(?:s|ed|ing)?|income|bonus|savings|mortgage|loans?|debt|owe[sd]?|owing|"
-        r"borrowed|pension|lost\s+(?:\w+\s+){0,3}money|pay(?:ing)?\s+(?:it\s+)?back",
+        r"borrowed|pension|lost\s+(?:\w+\s+){0,3}money|pay(?:ing)?\s+(?:it\s+)?back|pay(?:ing)?\s+off|paid\s+off|"
+        r"take[\s-]home|borrow(?:ed|ing)?\s+(?:\w+\s+)?(?:money|cash|from)|(?:amex|visa|mastercard)\b",
         "person_or_amount"),
+    _en(FINANCE, r"(?:i'm|i\s+am|he's|she's|we're|they're)\s+(?:\w+\s+)?broke(?!\s+(?:my|his|her|their|the|a|it|down))"
+                 r"|until\s+payday|(?:can't|cannot|couldn't)\s+(?:afford|pay)\s+(?:the\s+|my\s+)?(?:rent|bills|mortgage)",
+        statement=True),
     _en(FINANCE, r"(?:account|acct|card|routing|sort|iban|swift|bic)\s*(?:number|no\.?|code|#)?\s*(?:is|:)?\s*\d[\d -]{3,}"),
     _en(FINANCE, r"(?:ending|ends)\s+(?:in\s+|with\s+)?\d{4}"),
     _Rule(FINANCE, re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)"), check=_card_number),
     _Rule(FINANCE, re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:\s?[A-Z0-9]{4}){2,7}(?:\s?[A-Z0-9]{1,4})?(?![A-Za-z0-9])")),
     _zh(FINANCE,
-        r"征信|负债|欠款|欠债|欠了|还欠|欠[^，。,.]{0,4}(?:钱|银行|信用卡|花呗|借呗|网贷)|网贷|花呗|借呗|白条|破产|工资卡|"
-        r"(?:还款|账单|贷款|房贷|车贷|信用卡)[^，。,.]{0,4}逾期|逾期[^，。,.]{0,2}(?:记录|还款)|助学贷款|还不上|"
+        r"征信|负债|欠款|欠债|网贷|花呗|借呗|白条|破产|工资卡|"
+        r"(?:还款|账单|贷款|房贷|车贷|信用卡)[^，。,.]{0,4}逾期|逾期[^，。,.]{0,2}(?:记录|还款)|助学贷款|"
         r"(?:信用卡|卡)[^，。,.]{0,2}(?:欠|账单|额度)|涨薪|降薪|减薪"),
     _zh(FINANCE,
-        r"工资|薪水|薪资|月薪|年薪|底薪|收入|存款|积蓄|公积金|房贷|车贷|贷款|亏了|赚了|借了|理财|股票",
+        r"工资|薪水|薪资|月薪|年薪|底薪|收入|存款|积蓄|公积金|房贷|车贷|贷款|亏了|赚了|借了|理财|股票|年终奖|奖金|提成|到手",
         "person_or_amount"),
+    _zh(FINANCE, r"欠了|还欠|欠[^，。,.]{0,6}(?:钱|银行|信用卡|花呗|借呗|网贷|万|千|块)|还不上|[交还付]不起|手头[^，。,.]{0,2}紧|"
+                 r"破产了", statement=True),
     _zh(FINANCE, r"(?:卡号|账号|账户|银行卡|工资卡)[^，。,.\d]{0,4}\d[\d -]{5,}|尾号\s*(?:是|为|：|:)?\s*\d{4}"),
     # identity documents
     _en(IDENTITY,
         r"(?:passport|licen[cs]e|id\s+card|identity\s+card|social\s+security|national\s+insurance|nhs|tax\s+id|tin|ssn|"
-        r"national\s+id|residence\s+permit|visa)[^.;]{0,30}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]"),
+        r"national\s+id|residence\s+permit|visa)[^;]{0,30}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]"),
     _en(IDENTITY, r"(?:scan|copy|photo|picture)\s+of\s+(?:my|his|her|their|the\s+customer's|[A-Z][a-z]+'s)\s+"
-                  r"(?:passport|licen[cs]e|id|id\s+card|identity\s+card|birth\s+certificate)"),
+                  r"(?:(?:driving|driver'?s?)\s+)?(?:passport|licen[cs]e|id|id\s+card|identity\s+card|birth\s+certificate)"),
     _en(IDENTITY, r"date\s+of\s+birth|dob|born\s+(?:on\s+)?(?:\d{1,2}\s+\w+|\w+\s+\d{1,2},?)\s+\d{4}"),
     _Rule(IDENTITY, re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")),
     _Rule(IDENTITY, re.compile(r"(?<!\d)\d{17}[\dXx](?!\d)"), check=_cn_id_valid),
@@ -253,8 +274,14 @@ _RULES: list[_Rule] = [
 ]
 
 
+_SENTENCE_END = re.compile(
+    r"(?<=[。！？；;\n])|(?<!\b[Nn]o\.)(?<!\b[Nn]r\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bvs\.)"
+    r"(?<!e\.g\.)(?<!i\.e\.)(?<=[.!?])\s+"
+)
+
+
 def _segments(text: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[。！？；;\n])|(?<=[.!?])\s+", text) if s.strip()]
+    return [s for s in _SENTENCE_END.split(text) if s.strip()]
 
 
 def _dropped(rule: _Rule, segment: str, match: re.Match[str]) -> bool:
@@ -265,6 +292,8 @@ def _dropped(rule: _Rule, segment: str, match: re.Match[str]) -> bool:
             return True
     if rule.kind == CONTACT:
         return False
+    if rule.statement:
+        return bool(_SIMILE_EN.search(before) or _SIMILE_ZH.search(before))
     chinese = bool(re.search(r"[\u4e00-\u9fff]", match.group()))
     if chinese:
         return bool(_BUSINESS_ZH.search(after) or _SIMILE_ZH.search(before))
@@ -279,24 +308,25 @@ def _contact_is_business(segment: str, match: re.Match[str]) -> bool:
         return True  # toll-free numbers belong to businesses
     if re.fullmatch(r"[\d\s().+-]+", value):
         return _business_line_before(segment, match.start())
+    if _business_line_before(segment, match.start()):
+        return True
     return bool(re.search(r"\b(?:office|headquarters|hq|company|shop|store|warehouse|venue|restaurant|hotel|branch)\b"
                           r"|公司|门店|办公|前台|仓库|总部|酒店|店铺", segment, re.IGNORECASE))
 
 
-def _needs_met(rule: _Rule, segment: str) -> bool:
-    if rule.needs == "nothing":
-        return True
-    person = _PERSON_EN.search(segment) or _PERSON_ZH.search(segment)
-    if rule.needs == "person":
-        return bool(person)
-    return bool(person or _AMOUNT_EN.search(segment) or _AMOUNT_ZH.search(segment))
+def _context(segment: str) -> set[str]:
+    """What the segment offers the rules that need something: a person, an amount."""
+    person = bool(_PERSON_EN.search(segment) or _PERSON_ZH.search(segment))
+    amount = bool(_AMOUNT_EN.search(segment) or _AMOUNT_ZH.search(segment))
+    return {"nothing"} | ({"person", "person_or_amount"} if person else set()) | ({"person_or_amount"} if amount else set())
 
 
 def sensitive_kind(text: str) -> str | None:
     """The first kind of sensitive content found (health, finance, identity, contact), or None."""
     for segment in _segments(text):
+        offered = _context(segment)
         for rule in _RULES:
-            if not _needs_met(rule, segment):
+            if rule.needs not in offered:
                 continue
             for match in rule.pattern.finditer(segment):
                 if rule.check is not None and not rule.check(match):
