@@ -76,7 +76,9 @@ _IDIOMS = re.compile(
     r"\bretail\s+therapy|\bpregnant\s+(?:pause|silence)|\ba\s+stroke\s+of\b|\bsober(?:ing)?\s+(?:look|assessment|reminder)|"
     r"\b(?:is|was|are)\s+(?:my|our|his|her|the\s+best)\s+(?:kind\s+of\s+|form\s+of\s+)?therapy|"
     r"\b(?:gave|give|gives|giving)\s+(?:me|us|him|her|them|everyone)\s+(?:a\s+)?(?:heart\s+attack|migraine|ulcer)|"
-    r"\b(?:nearly|almost)\s+had\s+a\s+heart\s+attack|\bbitter\s+pill|\bon\s+life\s+support|"
+    r"\b(?:nearly|almost)\s+had\s+a\s+heart\s+attack|\b(?:is|was|are|like)\s+a\s+cancer\b|\ba\s+cancer\s+(?:on|in|to)\b|"
+    r"\bfell\s+on\s+deaf\s+ears|\bturn(?:ed|ing)?\s+a\s+blind\s+eye|\bblind\s+spots?|\bdouble[\s-]blind|"
+    r"\bblind\s+(?:review|test)|\bbitter\s+pill|\bon\s+life\s+support|"
     r"对症下药|良药|病毒|毛病|病句|语病|通病|弊病|职业病|拖延症|选择困难症|尴尬症|懒癌|症结|打[个一]?预防针|强心剂|"
     r"(?:就是|是)[^，。,.]{0,4}(?:心理治疗|良药|解药)|诊断日志|故障诊断|性能诊断|问题诊断|"
     r"(?:technical|tech)\s+(?:loan)",
@@ -174,12 +176,30 @@ _CONDITIONS_EN = (
     r"(?:nervous|mental)\s+breakdown|on\s+the\s+pill|inhalers?|epipen|wheelchair|hearing\s+aids?|pacemaker|"
     r"\w+(?:oscopy|ectomy|otomy)|(?:broke|broken|fractured|sprained|dislocated|torn|tore)\s+(?:my|his|her|a|the)?\s*"
     r"(?:left\s+|right\s+)?(?:wrist|arm|leg|ankle|foot|hand|finger|toe|hip|knee|neck|shoulder|collarbone|ribs?|nose|jaw|"
-    r"elbow|ligament|acl|hamstring|achilles|meniscus|pelvis)"
+    r"elbow|ligament|acl|hamstring|achilles|meniscus|pelvis)|"
+    r"alzheimer'?s|ana?emia|angina|apno?ea|arrhythmia|atrial\s+fibrillation|bronchitis|cataracts?|cerebral\s+palsy|"
+    r"chronic\s+(?:fatigue|pain|illness|condition)|cirrhosis|c[oe]eliac|colitis|copd|crohn'?s|cystic\s+fibrosis|"
+    r"deafness|(?:partially|profoundly|completely)\s+(?:deaf|sighted|blind)|deaf\s+in|hard\s+of\s+hearing|"
+    r"visually\s+impaired|(?:colou?r|legally)\s+blind|dermatitis|down'?s?\s+syndrome|dyslexi[ac]|dyspraxi[ac]|eczema|"
+    r"fibromyalgia|gallstones|glaucoma|gout|haemorrhoids|hemorrhoids|hernia|herpes|huntington'?s|"
+    r"hypo-?thyroidism|hyper-?thyroidism|(?:under|over)active\s+thyroid|ibs|incontinen\w+|lupus|lyme|"
+    r"macular\s+degeneration|melanoma|meningitis|menopaus\w+|motor\s+neurone\s+disease|muscular\s+dystrophy|"
+    r"narcolepsy|osteoporosis|paraly[sz]ed|pcos|(?:post-?natal|postpartum)\s+depression|psoriasis|sciatica|scoliosis|"
+    r"shingles|sickle\s+cell|spina\s+bifida|blood\s+clots?|dvt|tinnitus|tourette'?s|ulcers?|vertigo|"
+    r"(?:lactose|gluten|fructose)\s+intoleran\w+|"
+    r"beta[\s-]blockers|blood\s+thinners|warfarin|opioids|morphine|oxycodone|tramadol|levothyroxine|thyroxine|hrt|"
+    r"contracepti\w+|birth\s+control|propranolol|omeprazole|ozempic|wegovy|mounjaro|melatonin|antipsychotics?|"
+    r"mood\s+stabili[sz]ers?|benzodiazepines?|ssris?|naltrexone|prep|methotrexate|immunotherapy|cpap|"
+    r"c-section|caesarean|cesarean|midwife|antenatal|prenatal|postnatal|maternity\s+ward|morning\s+sickness|"
+    r"trimester|expecting\s+(?:a|our|their|his|her|my)\s+(?:first\s+|second\s+|third\s+)?(?:baby|child|twins)|"
+    r"transfusion|stent|heart\s+bypass|ultrasound|mammogram|smear\s+test|stitches"
 )
 _PERSONAL_HEALTH_EN = (
     r"therap(?:y|ies|ist|ists)|counsell?(?:ing|or)|surgery|operation|medications?|meds|pills|prescri(?:bed|ptions?)|"
     r"doctor|gp|physio\w*|diagnos[ie]s|allerg(?:y|ies)|breakdown|sick\s+(?:leave|note)|off\s+sick|clinic|"
     r"side\s+effects|symptoms|recovery|relapse|treatment|disease|syndrome|disorder|infection|dose|dosage|"
+    r"(?:my|his|her|their)\s+(?:anxiety|condition|illness|health|scan|scans|results)|(?:have|has|with)\s+anxiety|"
+    r"deaf|blind|disabled|disability|painkillers|steroids|nurse|"
     r"(?!diagnosis|prognosis|osmosis|symbiosis|hypnosis|diploma|aroma|empathy|sympathy|apathy|antipathy|telepathy)"
     r"\w{3,}(?:itis|i?asis|osis|oma|a?emia|pathy)|"
     r"(?:appendix|gallbladder|tonsils|wisdom\s+teeth|tooth|mole|cyst|lump|ovary|ovaries|uterus|kidney|spleen|"
@@ -191,12 +211,16 @@ _ALLERGENS = (
     r"antibiotics|anaesthetic|anesthetic|iodine|mango|kiwi|strawberries"
 )
 _CONDITIONS_ZH = (
-    r"确诊|诊断出|被诊断|查出|患有|患上|癌|肿瘤|糖尿病|高血压|低血压|心脏病|冠心病|抑郁症|抗抑郁|重度抑郁|焦虑症|抗焦虑|"
+    r"(?:甲状腺|肝|肾|心|肺)功能|确诊|诊断出|被诊断|查出|患有|患上|癌|肿瘤|糖尿病|高血压|低血压|心脏病|冠心病|抑郁症|抗抑郁|重度抑郁|焦虑症|抗焦虑|"
     r"哮喘|癫痫|自闭症|孤独症|多动症|失眠|肺炎|肝炎|乙肝|结节|脂肪肝|痛风|阿尔茨海默|老年痴呆|帕金森|双相|精神分裂|"
     r"强迫症|厌食症|暴食症|艾滋|HIV|椎间盘突出|骨折|中风|脑梗|心梗|贫血|甲亢|甲减|白血病|偏头痛|血糖|血压|血脂|胆固醇|"
     r"胰岛素|化疗|放疗|透析|降压药|安眠药|止痛药|激素药|抗生素|处方|住院|出院|重症监护|急诊|心理医生|心理咨询|心理治疗|"
-    r"精神科|病历|体检报告|复查|病假|产检|怀孕|孕期|孕\d+周|备孕|流产|试管婴儿|预产期|坐月子|戒酒|戒毒|肝功能|肾功能|"
-    r"搭桥|切除|移植手术|康复治疗|做试管|促排|[胃肠喉鼻宫腔膀胱支气管]{1,4}镜|核磁共振|彩超|抽血|化验单|验血"
+    r"精神科|病历|体检报告|复查|病假|产检|怀孕|孕期|孕\d+周|备孕|流产|试管婴儿|预产期|坐月子|戒酒|戒毒|"
+    r"搭桥|切除|移植手术|康复治疗|做试管|促排|[胃肠喉鼻宫腔膀胱支气管]{1,4}镜|核磁共振|彩超|抽血|化验单|验血|"
+    r"甲状腺|孕[早中晚]期|孕吐|孕妇|早孕|怀上|剖腹产|顺产|产后|产假|睡眠呼吸暂停|呼吸机|轮椅|助听器|起搏器|"
+    r"耳聋|失聪|听力(?:不好|下降|受损|障碍)|视力(?:下降|受损|障碍)|弱视|色盲|色弱|青光眼|白内障|黄斑|血栓|抗凝|硬化|"
+    r"褪黑素|安眠|助眠|住进[^，。,.]{0,2}医院|进了医院|送[^，。,.]{0,2}医院|送医|急救|残疾|瘫痪|截肢|"
+    r"不耐受|麻醉|输液|打点滴|缝针|拆线|石膏|理疗|针灸治疗|康复训练|月经|痛经|更年期|不孕|避孕|性病|梅毒|疱疹"
 )
 _PERSONAL_HEALTH_ZH = (
     r"吃[^，。,.]{0,6}药|服药|用药|药物|打针|手术|医生[说让给开建]|看医生|看病|医院[检复治看做]|过敏性|过敏体质|"
@@ -209,6 +233,7 @@ _ALLERGENS_ZH = (
 
 _RULES: list[_Rule] = [
     # health
+    _Rule(HEALTH, re.compile(r"\b(?:has|have|had|with|diagnosed\s+with)\s+MS\b")),
     _en(HEALTH, _CONDITIONS_EN),
     _en(HEALTH, _PERSONAL_HEALTH_EN, "person"),
     _en(HEALTH, rf"allergic\s+to\s+(?:\w+\s+)?(?:{_ALLERGENS})"),
@@ -228,7 +253,9 @@ _RULES: list[_Rule] = [
         r"take[\s-]home|borrow(?:ed|ing)?\s+(?:\w+\s+)?(?:money|cash|from)|(?:amex|visa|mastercard)\b",
         "person_or_amount"),
     _en(FINANCE, r"(?:i'm|i\s+am|he's|she's|we're|they're)\s+(?:\w+\s+)?broke(?!\s+(?:my|his|her|their|the|a|it|down))"
-                 r"|until\s+payday|(?:can't|cannot|couldn't)\s+(?:afford|pay)\s+(?:the\s+|my\s+)?(?:rent|bills|mortgage)",
+                 r"|until\s+payday|(?:can't|cannot|couldn't)\s+(?:afford|pay)\s+(?:the\s+|my\s+)?(?:rent|bills|mortgage)"
+                 r"|(?:my|his|her|their)\s+rent|maxed\s+out|universal\s+credit|(?:on|claiming)\s+(?:benefits|welfare)|"
+                 r"food\s+banks?|food\s+stamps|unemployment\s+benefits?|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
         statement=True),
     _en(FINANCE, r"(?:account|acct|card|routing|sort|iban|swift|bic)\s*(?:number|no\.?|code|#)?\s*(?:is|:)?\s*\d[\d -]{3,}"),
     _en(FINANCE, r"(?:ending|ends)\s+(?:in\s+|with\s+)?\d{4}"),
@@ -239,14 +266,16 @@ _RULES: list[_Rule] = [
         r"(?:还款|账单|贷款|房贷|车贷|信用卡)[^，。,.]{0,4}逾期|逾期[^，。,.]{0,2}(?:记录|还款)|助学贷款|"
         r"(?:信用卡|卡)[^，。,.]{0,2}(?:欠|账单|额度)|涨薪|降薪|减薪"),
     _zh(FINANCE,
-        r"工资|薪水|薪资|月薪|年薪|底薪|收入|存款|积蓄|公积金|房贷|车贷|贷款|亏了|赚了|借了|理财|股票|年终奖|奖金|提成|到手",
+        r"工资|薪水|薪资|月薪|年薪|底薪|收入|存款|积蓄|公积金|房贷|车贷|贷款|亏了|赚了|借了|理财|股票|年终奖|奖金|提成|到手|"
+        r"房租|月租|首付|补税|退税|社保",
         "person_or_amount"),
     _zh(FINANCE, r"欠了|还欠|欠[^，。,.]{0,6}(?:钱|银行|信用卡|花呗|借呗|网贷|万|千|块)|还不上|[交还付]不起|手头[^，。,.]{0,2}紧|"
-                 r"破产了", statement=True),
+                 r"破产了|刷爆|透支|失业金|低保|救济金|钱紧|缺钱|没钱了|存[^，。,.]{0,2}(?:\d|[一二两三四五六七八九十百千万])+\s*[块元万千]",
+        statement=True),
     _zh(FINANCE, r"(?:卡号|账号|账户|银行卡|工资卡)[^，。,.\d]{0,4}\d[\d -]{5,}|尾号\s*(?:是|为|：|:)?\s*\d{4}"),
     # identity documents
     _en(IDENTITY,
-        r"(?:passport|licen[cs]e|id\s+card|identity\s+card|social\s+security|national\s+insurance|nhs|tax\s+id|tin|ssn|"
+        r"(?:passport|licen[cs]e|id\s+card|identity\s+card|social\s+security|national\s+insurance|ni|nhs|tax\s+id|tin|ssn|"
         r"national\s+id|residence\s+permit|visa)[^;]{0,30}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]"),
     _en(IDENTITY, r"(?:scan|copy|photo|picture)\s+of\s+(?:my|his|her|their|the\s+customer's|[A-Z][a-z]+'s)\s+"
                   r"(?:(?:driving|driver'?s?)\s+)?(?:passport|licen[cs]e|id|id\s+card|identity\s+card|birth\s+certificate)"),
@@ -254,8 +283,9 @@ _RULES: list[_Rule] = [
     _Rule(IDENTITY, re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")),
     _Rule(IDENTITY, re.compile(r"(?<!\d)\d{17}[\dXx](?!\d)"), check=_cn_id_valid),
     _zh(IDENTITY,
-        r"(?:身份证|护照|通行证|驾照|驾驶证|社保卡|社会保障|医保卡|居住证|签证)[^。.;；]{0,12}?[A-Za-z]?\d[\dA-Za-z -]{4,}"),
-    _zh(IDENTITY, r"(?:身份证|护照|驾照|驾驶证|户口本|出生证明)[^，。,.]{0,3}(?:照片|复印件|正反面|扫描件)", "person"),
+        r"(?:身份证|护照|通行证|台胞证|回乡证|军官证|驾照|驾驶证|社保卡|社会保障|医保卡|居住证|签证)"
+        r"[^。.;；]{0,12}?[A-Za-z]?\d[\dA-Za-z -]{4,}"),
+    _zh(IDENTITY, r"(?:身份证|护照|驾照|驾驶证|户口本|出生证明)[^，。,.上]{0,3}(?:照片|复印件|正反面|扫描件)", "person"),
     _zh(IDENTITY, r"出生日期|生日是?\s*\d{4}年|\d{4}年\d{1,2}月\d{1,2}日出生"),
     # people's contact details
     _Rule(CONTACT, re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+\.[A-Za-z0-9.-]*[A-Za-z]")),
@@ -269,7 +299,8 @@ _RULES: list[_Rule] = [
                  r"(?:street|st|road|rd|lane|ln|avenue|ave|drive|dr|close|way|crescent|place|terrace|court|boulevard|"
                  r"blvd|square|gardens|grove|row|mews|hill|park)"
                  r"|(?:home|house|postal|mailing|personal)\s+address|address\s+is\s+\d"),
-    _zh(CONTACT, r"(?:住在|住址|家住|家庭住址|家的地址|家在|搬到)[^，。,.]{0,16}?(?:路|街|道|巷|弄|村|小区|号|单元|室|栋|楼)"
+    _zh(CONTACT, r"(?:住在|住址|家住|家庭住址|家的地址|家在|搬到|地址是|地址在)"
+                 r"[^，。,.]{0,16}?(?:路|街|道|巷|弄|村|小区|号|单元|室|栋|楼)"
                  r"|(?:手机|电话|微信|邮箱)(?:号码?)?是"),
 ]
 
