@@ -59,12 +59,14 @@ _BUSINESS_EN = re.compile(
     r"teams?|director(?:y|ies)|sites?|websites?|fields?|columns?|tables?|calculators?|dashboards?|brokers?|"
     r"research|software|services?|sectors?|industry|markets?|startups?|providers?|integrations?|tools?|forms?|"
     r"templates?|models?|endpoints?|schemas?|database|exports?|imports?|workflows?|deadlines?|contracts?|"
-    r"campaigns?|startups?|stud(?:y|ies)|trials?|devices?|tracker|scheduling|booking|billing|reports?|chatbot|bot)\b",
+    r"campaigns?|stud(?:y|ies)|trials?|devices?|tracker|scheduling|booking|billing|reports?|chatbot|bot|"
+    r"foundation|association|society|organi[sz]ation|nonprofit|ngo)\b",
     re.IGNORECASE,
 )
 _BUSINESS_ZH = re.compile(
     r"^[^，。,.;；!?！？]{0,4}?(?:功能|系统|模块|接口|页面|项目|平台|App|APP|app|应用|产品|客户|行业|排程|排期|计算器|审批|"
-    r"提醒|导出|发放|库存|对接|模型|软件|网站|机构|公司|连锁|字段|报表|市场|小程序|服务商|供应商|数据|查询)"
+    r"提醒|导出|发放|库存|对接|模型|软件|网站|机构|公司|连锁|字段|报表|市场|小程序|服务商|供应商|数据|查询|"
+    r"组织|基金会|协会|学会|公益|一列|那列|这列|栏位)"
 )
 _SIMILE_EN = re.compile(r"\b(?:like|as if|as though|kind of|sort of)\s+(?:\w+\s+){0,2}$", re.IGNORECASE)
 _SIMILE_ZH = re.compile(r"(?:像|好比|如同|仿佛|似的|宛如)[^，。,.]{0,8}$")
@@ -80,7 +82,9 @@ _IDIOMS = re.compile(
     r"\bfell\s+on\s+deaf\s+ears|\bturn(?:ed|ing)?\s+a\s+blind\s+eye|\bblind\s+spots?|\bdouble[\s-]blind|"
     r"\bblind\s+(?:review|test)|\bbitter\s+pill|\bon\s+life\s+support|"
     r"对症下药|良药|病毒|毛病|病句|语病|通病|弊病|职业病|拖延症|选择困难症|尴尬症|懒癌|症结|打[个一]?预防针|强心剂|"
-    r"(?:就是|是)[^，。,.]{0,4}(?:心理治疗|良药|解药)|诊断日志|故障诊断|性能诊断|问题诊断|"
+    r"(?:就是|是)[^，。,.]{0,6}(?:心理治疗|心理疗法|疗愈|良药|解药)|"
+    r"\bdoctor[\s-]+(?:turned[\s-]+\w+\s+)?(?:friends?|neighbou?rs?|colleagues?|cousins?|brother|sister|uncle|aunt|"
+    r"dad|mum|mom|wife|husband|partner)\b|诊断日志|故障诊断|性能诊断|问题诊断|"
     r"(?:technical|tech)\s+(?:loan)",
     re.IGNORECASE,
 )
@@ -192,7 +196,9 @@ _CONDITIONS_EN = (
     r"mood\s+stabili[sz]ers?|benzodiazepines?|ssris?|naltrexone|prep|methotrexate|immunotherapy|cpap|"
     r"c-section|caesarean|cesarean|midwife|antenatal|prenatal|postnatal|maternity\s+ward|morning\s+sickness|"
     r"trimester|expecting\s+(?:a|our|their|his|her|my)\s+(?:first\s+|second\s+|third\s+)?(?:baby|child|twins)|"
-    r"transfusion|stent|heart\s+bypass|ultrasound|mammogram|smear\s+test|stitches"
+    r"transfusion|stent|heart\s+bypass|ultrasound|mammogram|smear\s+test|stitches|fractures?|root\s+canal|"
+    r"(?:chronic|long[\s-]term|underlying|medical|heart|skin|lung|kidney|liver|mental\s+health)\s+conditions?|"
+    r"cluster\s+headaches|chronic\s+headaches|sepsis|stroke\s+unit|self[\s-]harming|eating\s+disorders?"
 )
 _PERSONAL_HEALTH_EN = (
     r"therap(?:y|ies|ist|ists)|counsell?(?:ing|or)|surgery|operation|medications?|meds|pills|prescri(?:bed|ptions?)|"
@@ -220,15 +226,18 @@ _CONDITIONS_ZH = (
     r"甲状腺|孕[早中晚]期|孕吐|孕妇|早孕|怀上|剖腹产|顺产|产后|产假|睡眠呼吸暂停|呼吸机|轮椅|助听器|起搏器|"
     r"耳聋|失聪|听力(?:不好|下降|受损|障碍)|视力(?:下降|受损|障碍)|弱视|色盲|色弱|青光眼|白内障|黄斑|血栓|抗凝|硬化|"
     r"褪黑素|安眠|助眠|住进[^，。,.]{0,2}医院|进了医院|送[^，。,.]{0,2}医院|送医|急救|残疾|瘫痪|截肢|"
-    r"不耐受|麻醉|输液|打点滴|缝针|拆线|石膏|理疗|针灸治疗|康复训练|月经|痛经|更年期|不孕|避孕|性病|梅毒|疱疹"
+    r"不耐受|麻醉|输液|打点滴|缝针|拆线|石膏|(?<!心)理疗|自残|自伤|自杀|轻生|根管|拔牙|做[^，。,.]{0,4}手术|动手术|开刀|"
+    r"针灸治疗|康复训练|月经|痛经|更年期|不孕|避孕|性病|梅毒|疱疹"
 )
 _PERSONAL_HEALTH_ZH = (
     r"吃[^，。,.]{0,6}药|服药|用药|药物|打针|手术|医生[说让给开建]|看医生|看病|医院[检复治看做]|过敏性|过敏体质|"
-    r"生病|病了|发病|犯病|发作|症状|打[^，。,.]{0,5}针|CT|B超|"
+    r"生病|病了|发病|犯病|发作|症状|打[^，。,.]{0,5}针|CT|B超|做[^，。,.]{0,4}治疗|"
+    r"扁桃体|阑尾|胆囊|子宫|卵巢|前列腺|乳腺|脊椎|腰椎|颈椎|肝脏|肾脏|脾脏|胰腺|结肠|直肠|"
     r"[\u4e00-\u9fff]{1,4}(?:炎|溃疡|结石|增生|囊肿|疱疹|综合征|综合症|后遗症)|[\u4e00-\u9fff]{1,3}(?:症|病)(?![毒句历])"
 )
 _ALLERGENS_ZH = (
-    r"青霉素|头孢|阿司匹林|花生|坚果|海鲜|虾|蟹|芒果|花粉|猫毛|狗毛|尘螨|酒精|乳糖|牛奶|鸡蛋|麸质|小麦|[\u4e00-\u9fff]{1,3}[素药]"
+    r"青霉素|头孢|阿司匹林|花生|坚果|海鲜|贝类|甲壳类|鱼类?|虾|蟹|芒果|花粉|猫毛|狗毛|尘螨|酒精|乳糖|牛奶|鸡蛋|麸质|小麦|"
+    r"大豆|芝麻|乳胶|[\u4e00-\u9fff]{1,3}[素药]"
 )
 
 _RULES: list[_Rule] = [
@@ -239,7 +248,7 @@ _RULES: list[_Rule] = [
     _en(HEALTH, rf"allergic\s+to\s+(?:\w+\s+)?(?:{_ALLERGENS})"),
     _zh(HEALTH, _CONDITIONS_ZH),
     _zh(HEALTH, _PERSONAL_HEALTH_ZH, "person"),
-    _zh(HEALTH, rf"对(?:{_ALLERGENS_ZH})过敏"),
+    _zh(HEALTH, rf"对(?:{_ALLERGENS_ZH})(?:[^，。,.]{{0,2}})过敏"),
     # finances
     _en(FINANCE,
         r"bankrupt\w*|overdrawn|overdraft|payday\s+loans?|defaulted|default(?:ed)?\s+on|arrears|"
@@ -250,11 +259,14 @@ _RULES: list[_Rule] = [
     _en(FINANCE,
         r"salar(?:y|ies)|wages?|earn(?:s|ed|ing)?|income|bonus|savings|mortgage|loans?|debt|owe[sd]?|owing|"
         r"borrowed|pension|lost\s+(?:\w+\s+){0,3}money|pay(?:ing)?\s+(?:it\s+)?back|pay(?:ing)?\s+off|paid\s+off|"
-        r"take[\s-]home|borrow(?:ed|ing)?\s+(?:\w+\s+)?(?:money|cash|from)|(?:amex|visa|mastercard)\b",
+        r"(?:am|'m|is|are|get|gets|got)\s+paid|take[\s-]home|borrow(?:ed|ing)?\s+(?:\w+\s+)?(?:money|cash|from)|(?:amex|visa|mastercard)\b",
         "person_or_amount"),
     _en(FINANCE, r"(?:i'm|i\s+am|he's|she's|we're|they're)\s+(?:\w+\s+)?broke(?!\s+(?:my|his|her|their|the|a|it|down))"
                  r"|until\s+payday|(?:can't|cannot|couldn't)\s+(?:afford|pay)\s+(?:the\s+|my\s+)?(?:rent|bills|mortgage)"
                  r"|(?:my|his|her|their)\s+rent|maxed\s+out|universal\s+credit|(?:on|claiming)\s+(?:benefits|welfare)|"
+                 r"(?:to\s+)?cover\s+(?:the|my|our)\s+(?:bills|rent)|make\s+ends\s+meet|"
+                 r"struggling\s+(?:to\s+pay|with\s+money|financially)|(?:\w+\s+)?payments?\s+behind|"
+                 r"behind\s+on\s+(?:my\s+|the\s+|our\s+)?(?:\w+\s+)?(?:finance|loan|card|repayments|tax)|"
                  r"food\s+banks?|food\s+stamps|unemployment\s+benefits?|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
         statement=True),
     _en(FINANCE, r"(?:account|acct|card|routing|sort|iban|swift|bic)\s*(?:number|no\.?|code|#)?\s*(?:is|:)?\s*\d[\d -]{3,}"),
@@ -285,8 +297,9 @@ _RULES: list[_Rule] = [
     _zh(IDENTITY,
         r"(?:身份证|护照|通行证|台胞证|回乡证|军官证|驾照|驾驶证|社保卡|社会保障|医保卡|居住证|签证)"
         r"[^。.;；]{0,12}?[A-Za-z]?\d[\dA-Za-z -]{4,}"),
-    _zh(IDENTITY, r"(?:身份证|护照|驾照|驾驶证|户口本|出生证明)[^，。,.上]{0,3}(?:照片|复印件|正反面|扫描件)", "person"),
-    _zh(IDENTITY, r"出生日期|生日是?\s*\d{4}年|\d{4}年\d{1,2}月\d{1,2}日出生"),
+    _zh(IDENTITY, r"(?:身份证|护照|驾照|驾驶证|户口本|出生证明)(?:(?!上的)[^，。,.]){0,3}(?:照片|复印件|正反面|扫描件)", "person",
+        statement=True),
+    _zh(IDENTITY, r"出生日期|生日是?\s*\d{4}年|\d{4}年\d{1,2}月\d{1,2}[日号][^，。,.]{0,6}出生|出生于\s*\d{4}年"),
     # people's contact details
     _Rule(CONTACT, re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+\.[A-Za-z0-9.-]*[A-Za-z]")),
     _Rule(CONTACT, re.compile(
