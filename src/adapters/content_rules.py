@@ -38,7 +38,8 @@ _SECRET_WORDS = [
         r"(?!(?:still|not|now|valid|invalid|expired|expiring|missing|wrong|incorrect|required|optional|refreshed|rotated|"
         r"stored|saved|set|sent|generated|created|updated|reset|changed|correct|case|fine|ok|okay|the|a|an|in|on|at|"
         r"for|too|very|being|used|needed|empty|blank|null|none|good|bad|weak|strong|long|short|only|also|never|always|"
-        r"usually|just|same|different|hashed|encrypted|checked|verified)\b)\S{3,}",
+        r"usually|just|same|different|hashed|encrypted|checked|verified)\b)"
+        r"(?![a-z]+(?:ed|ing|ly)\b)\S{3,}",  # "the token is cached/expiring/usually ...": a word, not a value
         re.IGNORECASE,
     ),
     re.compile(r"(?:密码|口令|密钥|私钥|令牌|验证码|支付码|PIN码?|pin码?)\s*(?:是|为|：|:|=)\s*"

@@ -60,7 +60,7 @@ _BUSINESS_EN = re.compile(
     r"research|software|services?|sectors?|industry|markets?|startups?|providers?|integrations?|tools?|forms?|"
     r"templates?|models?|endpoints?|schemas?|database|exports?|imports?|workflows?|deadlines?|contracts?|"
     r"campaigns?|stud(?:y|ies)|trials?|devices?|tracker|scheduling|booking|billing|reports?|chatbot|bot|"
-    r"foundation|association|society|organi[sz]ation|nonprofit|ngo)\b",
+    r"foundation|association|society|organi[sz]ation|nonprofit|ngo|brands?|landing\s+page)\b",
     re.IGNORECASE,
 )
 _BUSINESS_ZH = re.compile(
@@ -81,6 +81,9 @@ _IDIOMS = re.compile(
     r"\b(?:nearly|almost)\s+had\s+a\s+heart\s+attack|\b(?:is|was|are|like)\s+a\s+cancer\b|\ba\s+cancer\s+(?:on|in|to)\b|"
     r"\bfell\s+on\s+deaf\s+ears|\bturn(?:ed|ing)?\s+a\s+blind\s+eye|\bblind\s+spots?|\bdouble[\s-]blind|"
     r"\bblind\s+(?:review|test)|\bbitter\s+pill|\bon\s+life\s+support|"
+    r"\b(?:articles?|books?|documentar(?:y|ies)|podcasts?|news|papers?|talks?|lectures?|films?|movies?|shows?|"
+    r"episodes?|series|courses?|webinars?)\s+(?:about|on)\s+(?:\w+\s+){0,3}\w+|"
+    r"关于[^，。,.]{0,10}(?:文章|书|新闻|报道|纪录片|讲座|研究|课程|视频|论文)|"
     r"对症下药|良药|病毒|毛病|病句|语病|通病|弊病|职业病|拖延症|选择困难症|尴尬症|懒癌|症结|打[个一]?预防针|强心剂|"
     r"(?:就是|是)[^，。,.]{0,6}(?:心理治疗|心理疗法|疗愈|良药|解药)|"
     r"\bdoctor[\s-]+(?:turned[\s-]+\w+\s+)?(?:friends?|neighbou?rs?|colleagues?|cousins?|brother|sister|uncle|aunt|"
@@ -136,7 +139,8 @@ def _luhn_valid(match: re.Match[str]) -> bool:
 
 
 _REFERENCE_BEFORE = re.compile(
-    r"(?:order|invoice|ticket|tracking|reference|ref|booking|shipment|parcel|case|serial|订单|单号|工单|快递|发票|编号)"
+    r"(?:order|invoice|ticket|tracking|reference|ref|booking|shipment|parcel|case|serial|po|订单|单号|工单|快递|发票|编号|"
+    r"参考号|流水号|合同号|批次|序列号|运单)"
     r"[^.。;；]{0,12}$", re.IGNORECASE)
 
 
@@ -198,14 +202,17 @@ _CONDITIONS_EN = (
     r"trimester|expecting\s+(?:a|our|their|his|her|my)\s+(?:first\s+|second\s+|third\s+)?(?:baby|child|twins)|"
     r"transfusion|stent|heart\s+bypass|ultrasound|mammogram|smear\s+test|stitches|fractures?|root\s+canal|"
     r"(?:chronic|long[\s-]term|underlying|medical|heart|skin|lung|kidney|liver|mental\s+health)\s+conditions?|"
-    r"cluster\s+headaches|chronic\s+headaches|sepsis|stroke\s+unit|self[\s-]harming|eating\s+disorders?"
+    r"cluster\s+headaches|chronic\s+headaches|sepsis|stroke\s+unit|self[\s-]harming|eating\s+disorders?|"
+    r"(?:my|his|her|their)\s+\w+olog(?:ist|y)\s+(?:appointment|clinic|consultant|results?)|benign|malignant|"
+    r"appendicitis|burst\s+appendix|(?:since|after|before)\s+(?:the|his|her|my)\s+(?:stroke|operation|diagnosis|surgery)|"
+    r"(?:my|his|her|their)\s+drinking|drink(?:ing)?\s+problem|(?:heart|blood\s+pressure|glucose)\s+monitor"
 )
 _PERSONAL_HEALTH_EN = (
     r"therap(?:y|ies|ist|ists)|counsell?(?:ing|or)|surgery|operation|medications?|meds|pills|prescri(?:bed|ptions?)|"
     r"doctor|gp|physio\w*|diagnos[ie]s|allerg(?:y|ies)|breakdown|sick\s+(?:leave|note)|off\s+sick|clinic|"
     r"side\s+effects|symptoms|recovery|relapse|treatment|disease|syndrome|disorder|infection|dose|dosage|"
     r"(?:my|his|her|their)\s+(?:anxiety|condition|illness|health|scan|scans|results)|(?:have|has|with)\s+anxiety|"
-    r"deaf|blind|disabled|disability|painkillers|steroids|nurse|"
+    r"deaf|blind|disabled|disability|painkillers|steroids|nurse|\w{4,}ologist|lumps?(?!\s+sum)|"
     r"(?!diagnosis|prognosis|osmosis|symbiosis|hypnosis|diploma|aroma|empathy|sympathy|apathy|antipathy|telepathy)"
     r"\w{3,}(?:itis|i?asis|osis|oma|a?emia|pathy)|"
     r"(?:appendix|gallbladder|tonsils|wisdom\s+teeth|tooth|mole|cyst|lump|ovary|ovaries|uterus|kidney|spleen|"
@@ -223,20 +230,20 @@ _CONDITIONS_ZH = (
     r"胰岛素|化疗|放疗|透析|降压药|安眠药|止痛药|激素药|抗生素|处方|住院|出院|重症监护|急诊|心理医生|心理咨询|心理治疗|"
     r"精神科|病历|体检报告|复查|病假|产检|怀孕|孕期|孕\d+周|备孕|流产|试管婴儿|预产期|坐月子|戒酒|戒毒|"
     r"搭桥|切除|移植手术|康复治疗|做试管|促排|[胃肠喉鼻宫腔膀胱支气管]{1,4}镜|核磁共振|彩超|抽血|化验单|验血|"
-    r"甲状腺|孕[早中晚]期|孕吐|孕妇|早孕|怀上|剖腹产|顺产|产后|产假|睡眠呼吸暂停|呼吸机|轮椅|助听器|起搏器|"
-    r"耳聋|失聪|听力(?:不好|下降|受损|障碍)|视力(?:下降|受损|障碍)|弱视|色盲|色弱|青光眼|白内障|黄斑|血栓|抗凝|硬化|"
+    r"甲状腺|孕[早中晚]期|孕吐|孕妇|早孕|怀上|怀了|活检|穿刺|置换|肾上腺素|剖腹产|顺产|产后|产假|睡眠呼吸暂停|呼吸机|轮椅|助听器|起搏器|"
+    r"耳聋|失聪|听力[^，。,.]{0,2}(?:不好|差|下降|受损|障碍)|视力[^，。,.]{0,2}(?:不好|差|下降|受损|障碍|模糊)|弱视|色盲|色弱|青光眼|白内障|黄斑|血栓|抗凝|硬化|"
     r"褪黑素|安眠|助眠|住进[^，。,.]{0,2}医院|进了医院|送[^，。,.]{0,2}医院|送医|急救|残疾|瘫痪|截肢|"
     r"不耐受|麻醉|输液|打点滴|缝针|拆线|石膏|(?<!心)理疗|自残|自伤|自杀|轻生|根管|拔牙|做[^，。,.]{0,4}手术|动手术|开刀|"
     r"针灸治疗|康复训练|月经|痛经|更年期|不孕|避孕|性病|梅毒|疱疹"
 )
 _PERSONAL_HEALTH_ZH = (
     r"吃[^，。,.]{0,6}药|服药|用药|药物|打针|手术|医生[说让给开建]|看医生|看病|医院[检复治看做]|过敏性|过敏体质|"
-    r"生病|病了|发病|犯病|发作|症状|打[^，。,.]{0,5}针|CT|B超|做[^，。,.]{0,4}治疗|"
+    r"生病|病了|发病|犯病|发作|症状|打[^，。,.]{0,5}针|CT|B超|做[^，。,.]{0,4}治疗|[康理治]疗师|康复师|医师|护士|"
     r"扁桃体|阑尾|胆囊|子宫|卵巢|前列腺|乳腺|脊椎|腰椎|颈椎|肝脏|肾脏|脾脏|胰腺|结肠|直肠|"
     r"[\u4e00-\u9fff]{1,4}(?:炎|溃疡|结石|增生|囊肿|疱疹|综合征|综合症|后遗症)|[\u4e00-\u9fff]{1,3}(?:症|病)(?![毒句历])"
 )
 _ALLERGENS_ZH = (
-    r"青霉素|头孢|阿司匹林|花生|坚果|海鲜|贝类|甲壳类|鱼类?|虾|蟹|芒果|花粉|猫毛|狗毛|尘螨|酒精|乳糖|牛奶|鸡蛋|麸质|小麦|"
+    r"青霉素|头孢|阿司匹林|花生|坚果|海鲜|贝类|甲壳类|鱼类?|虾|蟹|芒果|花粉|猫毛|狗毛|尘螨|蜂蜇|蜜蜂|黄蜂|蜂|酒精|乳糖|牛奶|鸡蛋|麸质|小麦|"
     r"大豆|芝麻|乳胶|[\u4e00-\u9fff]{1,3}[素药]"
 )
 
@@ -267,7 +274,8 @@ _RULES: list[_Rule] = [
                  r"(?:to\s+)?cover\s+(?:the|my|our)\s+(?:bills|rent)|make\s+ends\s+meet|"
                  r"struggling\s+(?:to\s+pay|with\s+money|financially)|(?:\w+\s+)?payments?\s+behind|"
                  r"behind\s+on\s+(?:my\s+|the\s+|our\s+)?(?:\w+\s+)?(?:finance|loan|card|repayments|tax)|"
-                 r"food\s+banks?|food\s+stamps|unemployment\s+benefits?|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
+                 r"ccjs?|county\s+court\s+judge?ments?|(?:my|his|her|their)\s+credit\s+(?:is|was)|skint|hard\s+up|"
+                 r"strapped\s+for\s+cash|food\s+banks?|food\s+stamps|unemployment\s+benefits?|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
         statement=True),
     _en(FINANCE, r"(?:account|acct|card|routing|sort|iban|swift|bic)\s*(?:number|no\.?|code|#)?\s*(?:is|:)?\s*\d[\d -]{3,}"),
     _en(FINANCE, r"(?:ending|ends)\s+(?:in\s+|with\s+)?\d{4}"),
@@ -311,7 +319,7 @@ _RULES: list[_Rule] = [
     _en(CONTACT, r"(?:lives?|living|moved|staying)\s+(?:at|in|to)\s+(?:flat\s+\d+,?\s+)?\d{1,5}\w?\s+(?:[A-Z][a-z]+\s+){1,3}"
                  r"(?:street|st|road|rd|lane|ln|avenue|ave|drive|dr|close|way|crescent|place|terrace|court|boulevard|"
                  r"blvd|square|gardens|grove|row|mews|hill|park)"
-                 r"|(?:home|house|postal|mailing|personal)\s+address|address\s+is\s+\d"),
+                 r"|(?:home|house|postal|mailing|personal)\s+address|address\s+is\s+\d+"),
     _zh(CONTACT, r"(?:住在|住址|家住|家庭住址|家的地址|家在|搬到|地址是|地址在)"
                  r"[^，。,.]{0,16}?(?:路|街|道|巷|弄|村|小区|号|单元|室|栋|楼)"
                  r"|(?:手机|电话|微信|邮箱)(?:号码?)?是"),
