@@ -54,19 +54,21 @@ _AMOUNT_ZH = re.compile(r"(?:\d[\d,.]*|[一二两三四五六七八九十百]+)\
 
 # A word that names a business thing rather than a person's state: "the pregnancy app", "salary field".
 _BUSINESS_EN = re.compile(
-    r"^(?:[\s-]+[\w'-]+){0,2}?[\s-]+(?:apps?|api|apis|features?|modules?|projects?|pages?|systems?|platforms?|portals?|"
+    r"^(?:[\s-]+(?!(?:at|the|a|an|in|on|for|to|of|with|and|or|my|his|her|their|our|is|was|from|by|last|this|next)\b)"
+    r"[\w'-]+){0,2}?[\s-]+(?:apps?|api|apis|features?|modules?|projects?|pages?|systems?|platforms?|portals?|"
     r"products?|vendors?|suppliers?|clients?|customers?|compan(?:y|ies)|charit(?:y|ies)|clinics?|groups?|chains?|"
     r"teams?|director(?:y|ies)|sites?|websites?|fields?|columns?|tables?|calculators?|dashboards?|brokers?|"
     r"research|software|services?|sectors?|industry|markets?|startups?|providers?|integrations?|tools?|forms?|"
     r"templates?|models?|endpoints?|schemas?|database|exports?|imports?|workflows?|deadlines?|contracts?|"
     r"campaigns?|stud(?:y|ies)|trials?|devices?|tracker|scheduling|booking|billing|reports?|chatbot|bot|"
-    r"foundation|association|society|organi[sz]ation|nonprofit|ngo|brands?|landing\s+page)\b",
+    r"foundation|association|society|organi[sz]ation|nonprofit|ngo|brands?|landing\s+page|hospitals?|studios?|gyms?|"
+    r"cent(?:re|er)s?|practices?|wholesalers?|agenc(?:y|ies))\b",
     re.IGNORECASE,
 )
 _BUSINESS_ZH = re.compile(
     r"^[^，。,.;；!?！？]{0,4}?(?:功能|系统|模块|接口|页面|项目|平台|App|APP|app|应用|产品|客户|行业|排程|排期|计算器|审批|"
     r"提醒|导出|发放|库存|对接|模型|软件|网站|机构|公司|连锁|字段|报表|市场|小程序|服务商|供应商|数据|查询|"
-    r"组织|基金会|协会|学会|公益|一列|那列|这列|栏位)"
+    r"组织|基金会|协会|学会|公益|一列|那列|这列|栏位|医院|诊所|中心|馆|工作室|品牌)"
 )
 _SIMILE_EN = re.compile(r"\b(?:like|as if|as though|kind of|sort of)\s+(?:\w+\s+){0,2}$", re.IGNORECASE)
 _SIMILE_ZH = re.compile(r"(?:像|好比|如同|仿佛|似的|宛如)[^，。,.]{0,8}$")
@@ -84,6 +86,9 @@ _IDIOMS = re.compile(
     r"\b(?:articles?|books?|documentar(?:y|ies)|podcasts?|news|papers?|talks?|lectures?|films?|movies?|shows?|"
     r"episodes?|series|courses?|webinars?)\s+(?:about|on)\s+(?:\w+\s+){0,3}\w+|"
     r"关于[^，。,.]{0,10}(?:文章|书|新闻|报道|纪录片|讲座|研究|课程|视频|论文)|"
+    r"\b(?:is|was|works\s+as|worked\s+as|as)\s+an?\s+(?:\w+\s+)?(?:nurse|doctor|surgeon|therapist|midwife|pharmacist|"
+    r"dentist|psychiatrist|psychologist|paramedic|physio|gp|counsell?or|carer)\b|"
+    r"是[^，。,.]{0,4}(?:护士|医生|大夫|药剂师|牙医|心理咨询师|护工)|当[^，。,.]{0,2}(?:护士|医生)|"
     r"对症下药|良药|病毒|毛病|病句|语病|通病|弊病|职业病|拖延症|选择困难症|尴尬症|懒癌|症结|打[个一]?预防针|强心剂|"
     r"(?:就是|是)[^，。,.]{0,6}(?:心理治疗|心理疗法|疗愈|良药|解药)|"
     r"\bdoctor[\s-]+(?:turned[\s-]+\w+\s+)?(?:friends?|neighbou?rs?|colleagues?|cousins?|brother|sister|uncle|aunt|"
@@ -205,7 +210,12 @@ _CONDITIONS_EN = (
     r"cluster\s+headaches|chronic\s+headaches|sepsis|stroke\s+unit|self[\s-]harming|eating\s+disorders?|"
     r"(?:my|his|her|their)\s+\w+olog(?:ist|y)\s+(?:appointment|clinic|consultant|results?)|benign|malignant|"
     r"appendicitis|burst\s+appendix|(?:since|after|before)\s+(?:the|his|her|my)\s+(?:stroke|operation|diagnosis|surgery)|"
-    r"(?:my|his|her|their)\s+drinking|drink(?:ing)?\s+problem|(?:heart|blood\s+pressure|glucose)\s+monitor"
+    r"(?:my|his|her|their)\s+drinking|drink(?:ing)?\s+problem|(?:heart|blood\s+pressure|glucose)\s+monitor|"
+    r"\w{3,}(?:pril|olol|sartan|statin|prazole|oxetine|triptan|azepam|azolam|cycline|tinib|umab|ximab|pram|"
+    r"tidine|dronate|formin|glitazone|gliptin|semide|thiazide|profen|codone|morphone)|"
+    r"sectioned|heart\s+murmur|give\s+birth|gave\s+birth|giving\s+birth|nicotine\s+(?:patch|patches|gum)|"
+    r"bad\s+back|scan\s+on\s+(?:my|his|her)\s+\w+|signed\s+(?:me|him|her)\s+off|"
+    r"(?:my|his|her)\s+(?:liver|kidneys?|lungs?|heart|bowel|prostate|cervix|ovaries|spine)\b"
 )
 _PERSONAL_HEALTH_EN = (
     r"therap(?:y|ies|ist|ists)|counsell?(?:ing|or)|surgery|operation|medications?|meds|pills|prescri(?:bed|ptions?)|"
@@ -240,7 +250,10 @@ _PERSONAL_HEALTH_ZH = (
     r"吃[^，。,.]{0,6}药|服药|用药|药物|打针|手术|医生[说让给开建]|看医生|看病|医院[检复治看做]|过敏性|过敏体质|"
     r"生病|病了|发病|犯病|发作|症状|打[^，。,.]{0,5}针|CT|B超|做[^，。,.]{0,4}治疗|[康理治]疗师|康复师|医师|护士|"
     r"扁桃体|阑尾|胆囊|子宫|卵巢|前列腺|乳腺|脊椎|腰椎|颈椎|肝脏|肾脏|脾脏|胰腺|结肠|直肠|"
-    r"[\u4e00-\u9fff]{1,4}(?:炎|溃疡|结石|增生|囊肿|疱疹|综合征|综合症|后遗症)|[\u4e00-\u9fff]{1,3}(?:症|病)(?![毒句历])"
+    r"[\u4e00-\u9fff]{1,4}(?:炎|溃疡|结石|增生|囊肿|疱疹|疹|综合征|综合症|后遗症|障碍|震荡|杂音|泻)|手抖|"
+    r"[\u4e00-\u9fff]{1,4}(?:普利|洛尔|沙坦|他汀|拉唑|西汀|曲坦|西泮|唑仑|环素|替尼|单抗|普兰|替丁|双胍|霉素|西林)|"
+    r"贴片|[腰背腿膝颈肩胃心肝肾肺][^，。,.]{0,2}不好|(?:耳朵|眼睛)[^，。,.]{0,3}(?:听不见|看不见|看不清)|"
+    r"[\u4e00-\u9fff]{1,3}(?:症|病)(?![毒句历])"
 )
 _ALLERGENS_ZH = (
     r"青霉素|头孢|阿司匹林|花生|坚果|海鲜|贝类|甲壳类|鱼类?|虾|蟹|芒果|花粉|猫毛|狗毛|尘螨|蜂蜇|蜜蜂|黄蜂|蜂|酒精|乳糖|牛奶|鸡蛋|麸质|小麦|"
@@ -266,7 +279,7 @@ _RULES: list[_Rule] = [
     _en(FINANCE,
         r"salar(?:y|ies)|wages?|earn(?:s|ed|ing)?|income|bonus|savings|mortgage|loans?|debt|owe[sd]?|owing|"
         r"borrowed|pension|lost\s+(?:\w+\s+){0,3}money|pay(?:ing)?\s+(?:it\s+)?back|pay(?:ing)?\s+off|paid\s+off|"
-        r"(?:am|'m|is|are|get|gets|got)\s+paid|take[\s-]home|borrow(?:ed|ing)?\s+(?:\w+\s+)?(?:money|cash|from)|(?:amex|visa|mastercard)\b",
+        r"(?:am|'m|is|are|get|gets|got)\s+paid|take[\s-]home|borrow(?:ed|ing)?\s+(?:\w+\s+)?(?:money|cash|from)|amex|mastercard|visa\s+(?:card|debit|credit|number|ending)",
         "person_or_amount"),
     _en(FINANCE, r"(?:i'm|i\s+am|he's|she's|we're|they're)\s+(?:\w+\s+)?broke(?!\s+(?:my|his|her|their|the|a|it|down))"
                  r"|until\s+payday|(?:can't|cannot|couldn't)\s+(?:afford|pay)\s+(?:the\s+|my\s+)?(?:rent|bills|mortgage)"
@@ -274,7 +287,8 @@ _RULES: list[_Rule] = [
                  r"(?:to\s+)?cover\s+(?:the|my|our)\s+(?:bills|rent)|make\s+ends\s+meet|"
                  r"struggling\s+(?:to\s+pay|with\s+money|financially)|(?:\w+\s+)?payments?\s+behind|"
                  r"behind\s+on\s+(?:my\s+|the\s+|our\s+)?(?:\w+\s+)?(?:finance|loan|card|repayments|tax)|"
-                 r"ccjs?|county\s+court\s+judge?ments?|(?:my|his|her|their)\s+credit\s+(?:is|was)|skint|hard\s+up|"
+                 r"living\s+on\s+(?:credit\s+cards?|my\s+overdraft|loans)|(?:can't|cannot|couldn't)\s+pay\s+(?:it|them|this)|"
+                 r"\biva\b|ccjs?|county\s+court\s+judge?ments?|(?:my|his|her|their)\s+credit\s+(?:is|was)|skint|hard\s+up|"
                  r"strapped\s+for\s+cash|food\s+banks?|food\s+stamps|unemployment\s+benefits?|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
         statement=True),
     _en(FINANCE, r"(?:account|acct|card|routing|sort|iban|swift|bic)\s*(?:number|no\.?|code|#)?\s*(?:is|:)?\s*\d[\d -]{3,}"),
@@ -282,15 +296,15 @@ _RULES: list[_Rule] = [
     _Rule(FINANCE, re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)"), check=_card_number),
     _Rule(FINANCE, re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:\s?[A-Z0-9]{4}){2,7}(?:\s?[A-Z0-9]{1,4})?(?![A-Za-z0-9])")),
     _zh(FINANCE,
-        r"征信|负债|欠款|欠债|网贷|花呗|借呗|白条|破产|工资卡|"
+        r"征信|负债|欠款|欠债|债务重组|网贷|花呗|借呗|白条|破产|工资卡|"
         r"(?:还款|账单|贷款|房贷|车贷|信用卡)[^，。,.]{0,4}逾期|逾期[^，。,.]{0,2}(?:记录|还款)|助学贷款|"
         r"(?:信用卡|卡)[^，。,.]{0,2}(?:欠|账单|额度)|涨薪|降薪|减薪"),
     _zh(FINANCE,
         r"工资|薪水|薪资|月薪|年薪|底薪|收入|存款|积蓄|公积金|房贷|车贷|贷款|亏了|赚了|借了|理财|股票|年终奖|奖金|提成|到手|"
-        r"房租|月租|首付|补税|退税|社保",
+        r"房租|月租|首付|补税|退税|社保|储蓄|抵押|挣得?|赚得?",
         "person_or_amount"),
     _zh(FINANCE, r"欠了|还欠|欠[^，。,.]{0,6}(?:钱|银行|信用卡|花呗|借呗|网贷|万|千|块)|还不上|[交还付]不起|手头[^，。,.]{0,2}紧|"
-                 r"破产了|刷爆|透支|失业金|低保|救济金|钱紧|缺钱|没钱了|存[^，。,.]{0,2}(?:\d|[一二两三四五六七八九十百千万])+\s*[块元万千]",
+                 r"破产了|刷爆|透支|还债|二次抵押|靠[^，。,.]{0,2}信用卡|失业金|低保|救济金|钱紧|缺钱|没钱了|存[^，。,.]{0,2}(?:\d|[一二两三四五六七八九十百千万])+\s*[块元万千]",
         statement=True),
     _zh(FINANCE, r"(?:卡号|账号|账户|银行卡|工资卡)[^，。,.\d]{0,4}\d[\d -]{5,}|尾号\s*(?:是|为|：|:)?\s*\d{4}"),
     # identity documents
@@ -307,7 +321,7 @@ _RULES: list[_Rule] = [
         r"[^。.;；]{0,12}?[A-Za-z]?\d[\dA-Za-z -]{4,}"),
     _zh(IDENTITY, r"(?:身份证|护照|驾照|驾驶证|户口本|出生证明)(?:(?!上的)[^，。,.]){0,3}(?:照片|复印件|正反面|扫描件)", "person",
         statement=True),
-    _zh(IDENTITY, r"出生日期|生日是?\s*\d{4}年|\d{4}年\d{1,2}月\d{1,2}[日号][^，。,.]{0,6}出生|出生于\s*\d{4}年"),
+    _zh(IDENTITY, r"出生日期|生日是?\s*\d{4}年|\d{4}年\d{1,2}月\d{1,2}[日号][^，。,.]{0,6}出生|(?:出生|生)于\s*\d{4}年"),
     # people's contact details
     _Rule(CONTACT, re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+\.[A-Za-z0-9.-]*[A-Za-z]")),
     _Rule(CONTACT, re.compile(
