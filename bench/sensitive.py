@@ -22,7 +22,7 @@ from engram.adapters.content_rules import ContentRules, sensitive_kind
 from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT
 
 DATA = Path(__file__).resolve().parent / "data" / "sensitive"
-SPLITS = ("tune", "heldout1", "heldout2", "heldout3", "heldout4", "heldout5")
+SPLITS = ("tune", "heldout1", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6")
 
 
 @dataclass(frozen=True)
