@@ -1,10 +1,10 @@
 """Sensitive-content rules: precision, recall and F1 on a labelled set of English and Chinese sentences.
 
-    .venv/bin/python bench/sensitive.py [--split tune|heldout1|heldout2|all] [--show-text]
+    .venv/bin/python bench/sensitive.py [--split tune|heldout1|...|heldout6|all] [--show-text]
 
 The set lives in bench/data/sensitive/ (README.md there gives the labelling policy and its history):
-the rules were first tuned on `tune_*.tsv`, then measured on `heldout1_*.tsv` (written after that
-tuning), then tuned on both; `heldout2_*.tsv` was written after the second tuning and never tuned on.
+the rules were tuned in rounds; each `heldoutN_*.tsv` was written after round N, measured once as
+it stood, then tuned on in round N+1. `heldout6_*.tsv`, the last, was never tuned on.
 A sentence counts as flagged when `ContentRules.classify` says sensitive or secret (both keep it
 out of memory until the person acts). Sentences labelled `secret` are scored on their own: they
 must be refused, and no other sentence may be. Misclassified sentences are printed by id; their
