@@ -1,0 +1,143 @@
+"""The sensitive-content rules on their labelled set, and the hard cases one by one.
+
+The thresholds are asserted on every part of bench/data/sensitive/ together, tuning parts
+included: this guards against regressions. How well the rules do on text they were not tuned on
+is measured by bench/sensitive.py and reported in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from engram.adapters.content_rules import ContentRules
+from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT, SENSITIVE_CONTENT
+
+RULES = ContentRules()
+
+
+def _bench() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "bench" / "sensitive.py"
+    spec = importlib.util.spec_from_file_location("bench_sensitive", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def scored() -> list:
+    bench = _bench()
+    rows = bench.load("all")
+    assert len(rows) >= 300
+    assert abs(sum(r.lang == "en" for r in rows) - sum(r.lang == "zh" for r in rows)) <= len(rows) // 10
+    return bench.score(rows, RULES)
+
+
+@pytest.mark.parametrize("lang", [None, "en", "zh"])
+def test_precision_and_recall_are_at_least_090_on_the_labelled_set(scored: list, lang: str | None) -> None:
+    bench = _bench()
+    figures = bench.figures([s for s in scored if lang is None or s.row.lang == lang])
+    assert figures.precision >= 0.9 and figures.recall >= 0.9, figures
+
+
+def test_every_labelled_secret_is_refused_and_nothing_else_is(scored: list) -> None:
+    refused, total, wrongly = _bench().secret_figures(scored)
+    assert total > 0 and refused == total
+    assert wrongly == []
+
+
+@pytest.mark.parametrize("text", [
+    "The customer wants the report by Friday.",
+    "The hospital project deadline moved to next quarter.",
+    "We need to finish the patient API before the audit.",
+    "Monday is a bank holiday, so the release slips to Tuesday.",
+    "Fixing cars is like therapy for me.",
+    "We have a lot of technical debt in the billing service.",
+    "The pregnancy app client wants a dark mode.",
+    "The salary field in the HR export is broken.",
+    "Can you diagnose why the build is failing?",
+    "I'm allergic to long meetings without an agenda.",
+    "My wife is a nurse and works nights.",
+    "I had a cold all week, so I'm working from home.",
+    "I need to renew my passport before the Japan trip.",
+    "Call the support line on 0800 123 4567 if the portal is down.",
+    "Send questions to support@example.com.",
+    "The office is at 10 Market Street, second floor.",
+    "Order 4198 3444 1747 6617 was refunded.",
+    "我们的客户希望周五前拿到报告。",
+    "医院项目的截止日期推迟到下个季度。",
+    "信用卡支付功能昨天上线了。",
+    "修车对我来说就像一种心理治疗。",
+    "这个系统有很多技术债务。",
+    "这个需求改来改去，我都快抑郁了。",
+    "客服热线是400-800-1234。",
+    "订单号是202611301234567890，请核对。",
+])
+def test_business_talk_metaphors_and_passing_states_are_ordinary(text: str) -> None:
+    assert RULES.classify(text) == NORMAL_CONTENT
+
+
+@pytest.mark.parametrize("text", [
+    "I was diagnosed with type 2 diabetes last spring",
+    "I take insulin every morning",
+    "Therapy has really helped me since my breakdown.",
+    "I'm allergic to penicillin.",
+    "The thing my doctor gave me for sleep makes me groggy in the mornings.",
+    "My salary is 9,000 a month",
+    "Please use my Visa ending 4242 for the booking.",
+    "my card is 4111 1111 1111 1111",
+    "A scan of my passport is attached for the visa form.",
+    "My social security number is 512-48-3306.",
+    "The customer Northwind's phone is +1 415 555 0100",
+    "Her email is jenny.rao@gmail.com if you need to reach her.",
+    "Sam lives at 7 Harbour Road, Falmouth.",
+    "Karen from accounts is off for cancer treatment.",
+    "我最近在吃抗抑郁的药",
+    "心理咨询对我帮助很大，我已经去了半年。",
+    "我对青霉素过敏。",
+    "我的招行卡尾号是3381，用它付定金。",
+    "身份证正反面照片我已经发给你了。",
+    "这是我的身份证：440305197511309280。",
+    "张伟家住在朝阳区建国路88号3单元502。",
+    "我室友最近情绪很不稳定，在吃医生开的药。",
+])
+def test_health_money_documents_and_other_peoples_details_wait_for_review(text: str) -> None:
+    assert RULES.classify(text) == SENSITIVE_CONTENT
+
+
+@pytest.mark.parametrize("text", [
+    "110105198804129548",  # one digit off: the checksum fails
+    "110105198813329547",  # month 13: not a birth date
+])
+def test_a_chinese_id_number_must_pass_its_checksum_and_birth_date(text: str) -> None:
+    assert RULES.classify(f"编号 {text}") == NORMAL_CONTENT
+    assert RULES.classify("我的身份证号码是110105198804129547") == SENSITIVE_CONTENT
+
+
+@pytest.mark.parametrize("text", [
+    "my password is hunter2-orchid",
+    "password: swordfish",
+    "my PIN is 6624",
+    "我的密码是orchid9981",
+    "验证码是 482913",
+    "my api key: sk-proj-abcdefghijklmnopqrstuvwxyz123456",
+])
+def test_secrets_are_still_secrets(text: str) -> None:
+    assert RULES.classify(text) == SECRET_CONTENT
+
+
+@pytest.mark.parametrize("text", [
+    "The access token is refreshed automatically by the SDK.",
+    "The auth token is cached for five minutes.",
+    "The token is still valid for another hour.",
+    "验证码为什么一直收不到？",
+    "密码是多少？",
+])
+def test_words_about_secrets_are_not_secrets(text: str) -> None:
+    assert RULES.classify(text) != SECRET_CONTENT
