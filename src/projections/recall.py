@@ -6,6 +6,7 @@ memory's key, terms are keyed hashes. Reports its purges to the purge tracker.
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -48,8 +49,12 @@ CREATE TABLE IF NOT EXISTS engram_memories (
     time_uncertain boolean NOT NULL,
     created_at timestamptz NOT NULL,
     updated_at timestamptz NOT NULL,
-    forget_id text
+    forget_id text,
+    occurred_at timestamptz,         -- when it was said (its first evidence): its day is a term, its turn an order
+    asks boolean NOT NULL DEFAULT false  -- its text is a question: the memory said next may answer it
 );
+CREATE INDEX IF NOT EXISTS engram_memories_conversation
+    ON engram_memories (company, person, source_blind, occurred_at) WHERE source_blind IS NOT NULL;
 CREATE INDEX IF NOT EXISTS engram_memories_owner
     ON engram_memories (company, person, status, created_at DESC, memory_id DESC);
 CREATE INDEX IF NOT EXISTS engram_memories_source
@@ -104,6 +109,22 @@ CREATE INDEX IF NOT EXISTS engram_recall_terms_memory ON engram_recall_terms (me
 """
 
 
+def said_at(evidence: list[dict[str, Any]] | None) -> datetime | None:
+    """When the memory was said: its first evidence's time, if it has one."""
+    value = (evidence or [{}])[0].get("occurred_at")
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, datetime) else None
+
+
+def asks(text: str | None) -> bool:
+    """A question: the memory said after it in the same conversation may be its answer."""
+    return bool(text) and text.rstrip().endswith(("?", "？"))  # type: ignore[union-attr]
+
+
 class RecallView(View):
     ddl = DDL
     tables = (
@@ -145,12 +166,12 @@ class RecallProjection(ViewProjection):
         curs.execute(
             "INSERT INTO engram_memories (memory_id, company, person, visibility, team, sealed_source, "
             "source_blind, status, review, revision, sealed_text, sealed_evidence, valid_from, valid_to, "
-            "time_uncertain, created_at, updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,1,%s,%s,%s,%s,%s,%s,%s) "
-            "ON CONFLICT (memory_id) DO NOTHING",
+            "time_uncertain, created_at, updated_at, occurred_at, asks) "
+            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,1,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (memory_id) DO NOTHING",
             (
                 e.originator_id, e.company, e.person, e.visibility, e.team, sealed_source, blind, status,
                 review, sealed_text, sealed_evidence, e.valid_from, e.valid_to, e.valid_from is None,
-                e.timestamp, e.timestamp,
+                e.timestamp, e.timestamp, said_at(e.evidence) if key else None, asks(e.text) if key else False,
             ),
         )
         self._insert_revision(curs, e.originator_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
@@ -168,7 +189,8 @@ class RecallProjection(ViewProjection):
         key = self.keys.get(e.originator_id)
         if e.edited and e.text is not None and key is not None:
             sealed = seal_for_view(key, e.originator_id, "text", e.text)
-            curs.execute("UPDATE engram_memories SET sealed_text = %s WHERE memory_id = %s", (sealed, e.originator_id))
+            curs.execute("UPDATE engram_memories SET sealed_text = %s, asks = %s WHERE memory_id = %s",
+                         (sealed, asks(e.text), e.originator_id))
             curs.execute(
                 "UPDATE engram_recall_revisions SET sealed_text = %s WHERE memory_id = %s AND revision = 1",
                 (sealed, e.originator_id),
@@ -188,12 +210,12 @@ class RecallProjection(ViewProjection):
         evidence = seal_for_view(key, e.originator_id, "evidence", e.evidence) if key and e.evidence else None
         curs.execute(
             "UPDATE engram_memories SET revision = %s, sealed_text = %s, valid_from = %s, valid_to = %s, "
-            "sealed_evidence = coalesce(%s, sealed_evidence), "
+            "sealed_evidence = coalesce(%s, sealed_evidence), asks = %s, "
             "time_uncertain = (%s::timestamptz IS NULL AND time_uncertain), updated_at = %s WHERE memory_id = %s",
             (
                 e.revision,
                 seal_for_view(key, e.originator_id, "text", e.text) if key else None,
-                e.valid_from, e.valid_to, evidence, e.valid_from, e.timestamp, e.originator_id,
+                e.valid_from, e.valid_to, evidence, asks(e.text), e.valid_from, e.timestamp, e.originator_id,
             ),
         )
         curs.execute(
@@ -218,6 +240,7 @@ class RecallProjection(ViewProjection):
         revisions = curs.rowcount
         curs.execute(
             "UPDATE engram_memories SET status = %s, sealed_text = NULL, sealed_evidence = NULL, "
+            "occurred_at = NULL, asks = false, "
             # source_blind stays: forgetting its source again answers with this memory's forget id (ADR 0019)
             "sealed_source = NULL, forget_id = %s, updated_at = %s WHERE memory_id = %s RETURNING company, person",
             (status, e.forget_id if status == FORGOTTEN else None, e.timestamp, e.originator_id),
@@ -307,8 +330,8 @@ class RecallProjection(ViewProjection):
         """Recompute which revisions answer for which valid time, and their terms."""
         self._count_answers(curs, memory_id, sign=-1)
         curs.execute(
-            "SELECT m.status, r.revision, r.valid_from, r.valid_to, r.mode, r.sealed_text, r.company, r.person, "
-            "r.visibility, r.team, r.source_blind "
+            "SELECT m.status, m.occurred_at, r.revision, r.valid_from, r.valid_to, r.mode, r.sealed_text, r.company, "
+            "r.person, r.visibility, r.team, r.source_blind "
             "FROM engram_recall_revisions r JOIN engram_memories m USING (memory_id) "
             "WHERE r.memory_id = %s ORDER BY r.revision",
             (memory_id,),
@@ -326,7 +349,8 @@ class RecallProjection(ViewProjection):
         for period in answer_periods([dict(r) for r in rows]):
             row = by_rev[period["revision"]]
             text = unseal_from_view(key, memory_id, "text", row["sealed_text"])
-            counts = self.index.term_counts(row["company"], text) if text else {}
+            said = row["occurred_at"]
+            counts = self.index.term_counts(row["company"], text, said.date() if said else None) if text else {}
             doc_len = sum(counts.values())
             curs.execute(
                 "UPDATE engram_recall_revisions SET is_answer = true, answer_from = %s, answer_to = %s, "

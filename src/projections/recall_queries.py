@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
+# Measured on bench/quality.py (ADR 0023): chat turns are short, so length counts for less than the
+# textbook 0.75.
 BM25_K1 = 1.2
-BM25_B = 0.75
+BM25_B = 0.4
 
 _SEARCH = """
 WITH stats AS MATERIALIZED (
     SELECT greatest(answers, 1)::float8 AS n, greatest(total_len::float8 / greatest(answers, 1), 1) AS avgdl
     FROM engram_recall_stats WHERE company = %(company)s AND person = %(person)s
+),
+asked AS MATERIALIZED (
+    SELECT * FROM unnest(%(terms)s::bigint[], %(weights)s::float8[]) AS q(term, weight)
 ),
 hits AS MATERIALIZED (
     SELECT term, memory_id, revision, tf, doc_len
@@ -26,10 +31,10 @@ hits AS MATERIALIZED (
 df AS MATERIALIZED (SELECT term, count(*)::float8 AS df FROM hits GROUP BY term),
 scored AS MATERIALIZED (
     SELECT h.memory_id, h.revision,
-           sum(ln(1 + greatest(s.n - df.df + 0.5, 0.5) / (df.df + 0.5))
+           sum(a.weight * ln(1 + greatest(s.n - df.df + 0.5, 0.5) / (df.df + 0.5))
                * h.tf * (%(k1)s + 1)
                / (h.tf + %(k1)s * (1 - %(b)s + %(b)s * h.doc_len / s.avgdl))) AS score
-    FROM hits h JOIN df USING (term) CROSS JOIN stats s
+    FROM hits h JOIN df USING (term) JOIN asked a USING (term) CROSS JOIN stats s
     GROUP BY h.memory_id, h.revision
     ORDER BY score DESC
     LIMIT %(limit)s
@@ -62,15 +67,34 @@ WITH scored AS (
 )
 """
 
+_FOLLOWERS = """
+WITH scored AS (
+    SELECT q.memory_id AS follows, r.memory_id, r.revision, 0.0::float8 AS score
+    FROM engram_memories q
+    CROSS JOIN LATERAL (
+        SELECT n.memory_id FROM engram_memories n
+        WHERE n.company = q.company AND n.person = q.person AND n.source_blind = q.source_blind
+          AND n.occurred_at > q.occurred_at AND n.memory_id <> q.memory_id
+        ORDER BY n.occurred_at, n.memory_id LIMIT 1
+    ) nx
+    JOIN engram_recall_revisions r ON r.memory_id = nx.memory_id AND r.is_answer
+    WHERE q.memory_id = ANY(%(ids)s::uuid[]) AND q.asks AND q.company = %(company)s AND q.person = %(person)s
+      AND (r.visibility = 'general' OR (r.team = ANY(%(teams)s) AND r.source_blind = ANY(%(sources)s)))
+      AND coalesce(r.source_blind, '') <> ALL(%(revoked)s)
+      AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
+      AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
+)
+"""
+
 _ROWS = """
 SELECT s.memory_id, s.revision, s.score, r.sealed_text, r.answer_from, r.answer_to, r.time_uncertain,
-       r.valid_from, r.valid_to, m.company, m.person, m.visibility, m.team, m.sealed_source, m.status,
+       r.valid_from, r.valid_to, m.company, m.person, m.visibility, m.team, m.sealed_source, m.status, m.asks,
        coalesce(r.sealed_evidence, m.sealed_evidence) AS sealed_evidence, k.wrapped
 FROM scored s
 JOIN engram_recall_revisions r ON r.memory_id = s.memory_id AND r.revision = s.revision
 JOIN engram_memories m ON m.memory_id = s.memory_id AND m.status = 'confirmed'
 JOIN engram_data_keys k ON k.key_id = s.memory_id
-ORDER BY s.score DESC, r.at DESC
+ORDER BY s.score DESC, r.valid_from DESC NULLS LAST, r.at DESC
 """
 
 
@@ -81,9 +105,12 @@ class RecallQueries:
         self.datastore = datastore
 
     def search(self, *, company: str, person: str, terms: list[int], as_of: Any,
-               teams: list[str], sources: list[str], revoked: list[str], limit: int) -> list[dict[str, Any]]:
+               teams: list[str], sources: list[str], revoked: list[str], limit: int,
+               weights: list[float] | None = None) -> list[dict[str, Any]]:
+        """BM25 over the blind terms, each weighted (1 when `weights` is None); no terms: the newest."""
         params = {
             "company": company, "person": person, "terms": terms, "as_of": as_of,
+            "weights": weights if weights is not None else [1.0] * len(terms),
             "teams": teams, "sources": sources, "revoked": revoked, "limit": limit, "k1": float(BM25_K1), "b": float(BM25_B),
         }
         sql = (_SEARCH if terms else _RECENT) + _ROWS
@@ -97,6 +124,17 @@ class RecallQueries:
                   "sources": sources, "revoked": revoked}
         with self.datastore.get_connection() as conn:
             return list(conn.execute(_BY_IDS + _ROWS, params).fetchall())
+
+    def followers(self, *, ids: list[str], company: str, person: str, as_of: Any, teams: list[str],
+                  sources: list[str], revoked: list[str]) -> list[dict[str, Any]]:
+        """For each of these memories that asks a question, the memory said next in its conversation
+        (same source, the earliest said after it), with the same rows and filters as search, and
+        `follows`: the question's id. The answer to a question rarely repeats its words."""
+        params = {"ids": ids, "company": company, "person": person, "as_of": as_of, "teams": teams,
+                  "sources": sources, "revoked": revoked}
+        sql = _FOLLOWERS + _ROWS.replace("SELECT s.memory_id,", "SELECT s.follows, s.memory_id,", 1)
+        with self.datastore.get_connection() as conn:
+            return list(conn.execute(sql, params).fetchall())
 
     def list_memories(self, *, company: str, person: str, statuses: list[str], terms: list[int] | None,
                       after: tuple[Any, str] | None, limit: int) -> list[dict[str, Any]]:

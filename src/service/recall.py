@@ -20,6 +20,7 @@ from engram.domain.memory import CONFIRMED
 from engram.domain.rollout import OFF, SHADOW
 from engram.domain.scope import Caller
 from engram.domain.text import validate_text
+from engram.domain.when import days_named
 from engram.projections.recall_queries import RecallQueries
 
 from .insights import InsightService
@@ -51,6 +52,7 @@ def _merged(rows: list[dict[str, Any]], insights: list[dict[str, Any]]) -> list[
 # Reciprocal rank fusion (Cormack et al.): k dampens the top ranks' lead; each list counts to this depth.
 RRF_K = 60
 FUSION_DEPTH = 50
+FOLLOWER_SHARE = 0.8  # measured on bench/quality.py (ADR 0023)
 
 
 class RecallService:
@@ -85,12 +87,13 @@ class RecallService:
                    "sources": self.index.sources(caller.company, grants.sources),
                    "revoked": self.index.sources(caller.company, grants.revoked_sources)}
         hints, degraded = self._hints(access, query)
-        terms = self.index.query_terms(caller.company, query)
-        found = self.queries.search(terms=terms, limit=max(limit + 10, FUSION_DEPTH) if hints else limit + 10,
-                                    **filters)
+        terms, weights = self.index.recall_terms(caller.company, query, days_named(query, filters["as_of"].date()))
+        found = self._answered(self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH),
+                                                   **filters), filters)
         rows = self._fused(access, hints, found, filters) if hints else found
         if self.insights is not None:
-            rows = _merged(rows, self.insights.recallable(access, terms=terms, as_of=filters["as_of"]))
+            exact = self.index.query_terms(caller.company, query)
+            rows = _merged(rows, self.insights.recallable(access, terms=exact, as_of=filters["as_of"]))
         items, total, omitted = self._bundle(access, rows, max_bytes, limit)
         return {"items": items, "degraded": degraded, "bytes": total, "omitted": omitted}
 
@@ -103,6 +106,23 @@ class RecallService:
             return self.semantic.hints(access.semantic_scopes(), query), False
         except SemanticIndexUnavailable:
             return SemanticHints(), True
+
+    def _answered(self, found: list[dict[str, Any]], filters: dict[str, Any]) -> list[dict[str, Any]]:
+        """A question found by the query lends `FOLLOWER_SHARE` of its score to the memory said next in
+        its conversation, which may be its answer ("Where do you live?" / "Austin, since 2019")."""
+        asking = [str(r["memory_id"]) for r in found if r.get("asks") and r["score"]]
+        if not asking:
+            return found
+        score = {str(r["memory_id"]): float(r["score"]) for r in found}
+        rows = {str(r["memory_id"]): r for r in found}
+        lent: dict[str, float] = {}
+        for follower in self.queries.followers(ids=asking, **filters):
+            m = str(follower["memory_id"])
+            lent[m] = lent.get(m, 0.0) + FOLLOWER_SHARE * score[str(follower["follows"])]
+            rows.setdefault(m, follower)
+        ranked = {m: score.get(m, 0.0) + lent.get(m, 0.0) for m in rows}
+        order = sorted(rows, key=lambda m: -ranked[m])  # stable: SQL's order breaks ties
+        return [{**rows[m], "score": ranked[m]} for m in order]
 
     def _fused(self, access: Access, hints: SemanticHints, found: list[dict[str, Any]],
                filters: dict[str, Any]) -> list[dict[str, Any]]:
