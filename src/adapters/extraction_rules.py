@@ -1,0 +1,304 @@
+"""The rule extractor's grammar: which clauses of a message hold something worth remembering (ADR 0025).
+
+A message is cut into sentences, a sentence into clauses. A sentence that asks, supposes or reads like
+an assistant's answer is skipped whole. A clause *opens* a memory when it has a memory predicate
+(a preference, plan, relation, constraint, standing instruction or durable fact), said of the writer,
+of someone the writer names ("my wife", "老板", "Priya"), or as a bare fragment ("vegetarian, no fish").
+A short clause without a subject of its own continues the memory before it ("..., mostly Kyoto").
+Every span is a slice of the message, so quotes are always exact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+# -- sentences and clauses ------------------------------------------------------------------
+
+_ABBREVIATIONS = ("mr", "mrs", "ms", "dr", "st", "vs", "e.g", "i.e", "etc", "no", "jr", "sr", "prof")
+_SENTENCE_END = re.compile(r"[.!?](?=[\s\"')\]]|$)|[。！？；;\n]")
+_CLAUSE_CUT = re.compile(r"[,，：:]\s*|\s+(?=(?i:and|but|so)\s+(?:(?i:my|our|i|i'm|we|we're|he|she|he's|she's)\b"
+                         r"|[A-Z][a-z]+ (?:is|are)\b))")
+# A clause that only announces what follows ("From now on,", "请记住：") joins the next one; one that only
+# says "and always so" ("以后都这样") joins the one before.
+_LEAD_ONLY = re.compile(r"^(?i:also|and|oh|btw|by the way|plus|fyi|note|remember|please remember|from now on|going forward|"
+                        r"in future|in the future|for the record|just so you know)$|^(?:请记住|记住|另外|还有|对了|以后|今后|"
+                        r"从现在起|从今以后|顺便说一下|注意)$")
+_TAIL_ONLY = re.compile(r"^(?i:always|every time|each time|from now on|going forward|ever|please)$"
+                        r"|^(?:以后都这样|以后也是|以后都是|每次都这样|一直这样|谢谢)$")
+
+
+def sentences(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each sentence, terminal punctuation included, whitespace excluded."""
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        if m.group() == ".":
+            word = re.search(r"([\w.]+)$", text[start:m.start()])
+            if word and (word.group(1).lower() in _ABBREVIATIONS or len(word.group(1)) == 1):
+                continue  # "Mr. Chen", "Best, R." : not the end of a sentence
+            if m.end() < len(text) and text[m.end()].isdigit():
+                continue
+        end = m.end()
+        while end < len(text) and text[end] in ".!?。！？\"'”’)":
+            end += 1
+        yield from _trimmed(text, start, end)
+        start = end
+    yield from _trimmed(text, start, len(text))
+
+
+def _trimmed(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if start < end:
+        yield start, end
+
+
+def clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Clauses of one sentence, without the separators and terminal punctuation."""
+    while end > start and text[end - 1] in ".!?。！？；;\"'”’ ":
+        end -= 1
+    cuts, pos = [], start
+    for m in _CLAUSE_CUT.finditer(text, start, end):
+        if not _inside_quotes(text, start, m.start()):
+            cuts.append((pos, m.start()))
+            pos = m.end()
+    cuts.append((pos, end))
+    merged: list[tuple[int, int]] = []
+    lead: int | None = None
+    for a, b in ((a, b) for a, b in cuts if b > a and text[a:b].strip()):
+        piece = text[a:b].strip()
+        if lead is not None:
+            a, lead = lead, None
+        if _LEAD_ONLY.match(piece) and b < end:
+            lead = a
+        elif _TAIL_ONLY.match(piece) and merged:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    if lead is not None:
+        merged.append((lead, end))
+    return merged
+
+
+def _inside_quotes(text: str, start: int, at: int) -> bool:
+    return text.count('"', start, at) % 2 == 1
+
+
+# -- what a sentence must not be --------------------------------------------------------------
+
+_EN_QUESTION = re.compile(
+    r"^(?:what|what's|how|why|when|where|who|which|whose|is|are|am|was|were|do|does|did|can|could|would|"
+    r"will|shall|should|have|has|any)\b", re.IGNORECASE)
+_EN_NOT_A_STATEMENT = re.compile(
+    r"\b(?:if(?! (?:possible|you can|it's possible|you could))|imagine|suppose|supposing|pretend|let's say|"
+    r"in theory|i wish|wish i|what if|as an ai|"
+    r"here is|here's|here are|let me|happy to help|hope this helps|you're welcome|let me know|"
+    r"remind me to|as a language model)\b|^(?:sure|certainly|of course|absolutely|great question|good question)\b",
+    re.IGNORECASE)
+_ZH_QUESTION = re.compile(r"[吗呢么]$|什么|怎么|怎样|哪|谁|几点|多少|有没有|是不是|能不能|可不可以|请问|吃了没")
+_ZH_NOT_A_STATEMENT = re.compile(
+    r"如有|随时|如果|假如|要是|假设|设想|万一|就好了|以下是|这是您|为您|希望对您|当然可以|作为一个|人工智能助手|"
+    r"^(?:请)?(?:帮我|给我|麻烦)|您")
+
+
+def skipped(sentence: str) -> bool:
+    s = sentence.strip().rstrip(".!。！")
+    if s.endswith(("?", "？")) or _EN_QUESTION.match(s) or _ZH_QUESTION.search(s):
+        return True
+    return bool(_EN_NOT_A_STATEMENT.search(s) or _ZH_NOT_A_STATEMENT.search(s))
+
+
+# -- English ------------------------------------------------------------------------------------
+
+_KIN = (r"(?:wife|husband|partner|spouse|boyfriend|girlfriend|fianc[ée]e?|son|daughter|kids|children|child|baby|"
+        r"mom|mum|mother|dad|father|parents|brother|sister|siblings|grandfather|grandmother|grandma|grandpa|"
+        r"grandparents|uncle|aunt|cousin|nephew|niece|in-laws|mother-in-law|father-in-law|family|"
+        r"boss|manager|team lead|lead|supervisor|colleague|coworker|co-worker|co-founder|cofounder|assistant|"
+        r"accountant|lawyer|client|landlord|landlady|doctor|dentist|ceo|cto|cfo|team|department|friend|"
+        r"roommate|flatmate|neighbour|neighbor|dog|cat|pet)")
+_EN_SUBJECT = re.compile(
+    r"^(?i:(?:also|and|oh|btw|by the way|so|but|plus|anyway|fyi|note)[, ]+)?"
+    r"(?:(?i:i|i'm|i am|i've|i'd|i'll|we|we're|we've|we'd|we'll|my|our|he|she|he's|she's|they|they're)\b"
+    r"|(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?"
+    r"(?=\s+from\s+\w+|,? (?:is|are) (?:on )?(?:my|our)\b|, (?:my|our)\b))",
+)
+_EN_PREFERENCE = re.compile(
+    r"\b(?:prefers?|preferred|likes?|loves?|enjoys?|hates?|dislikes?|adores?|can't stand|cannot stand|"
+    r"can't bear|don't like|doesn't like|do not like|does not like|don't love|rather|'d love|would love|"
+    r"fan of|into|favou?rite|terrified of|scared of|afraid of|not a \w+ person|can't live without|"
+    r"wants?|needs?|never takes?|always takes?)\b", re.IGNORECASE)
+_EN_CONSTRAINT = re.compile(
+    r"\b(?:allergic|allergy|intolerant|vegetarian|vegan|pescatarian|gluten-free|dairy-free|nut-free|halal|"
+    r"kosher|diabetic|coeliac|celiac|(?:don't|doesn't|do not|does not|can't|cannot|never) (?:eat|drink|do|fly|"
+    r"work)|avoid|only takes?|sober|teetotal)\b", re.IGNORECASE)
+_EN_RELATION = re.compile(
+    r"\b(?:is|are|was) (?:my|our) \w+|\b(?i:my|our) [\w' -]{1,30}?(?:'s name)? (?:is|are) (?:called )?[A-Z]"
+    r"|^[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?, (?:my|our) |\bis on (?:my|our) team\b|\b(?i:my|our) \w+ [A-Z][a-z]+\b")
+# "Ana, my accountant, ..." / "My team lead, Hiro, ...": the apposition is a relation of its own
+_APPOSITION = re.compile(r"^(?:(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?, (?i:my|our) [\w' -]{1,25}?"
+                         r"|(?i:my|our) [\w' -]{1,25}?, (?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)(?=, )")
+_EN_FACT = re.compile(
+    r"\b(?:live|lives|living|based|work|works|working|grew up|from|born|married|divorced|have|has|own|owns|"
+    r"drive|drives|learning|studying|usually|always|every|each|birthday|anniversary|retro|standup|stand-up|"
+    r"is a|are a|is an|got a promotion|promoted|plays|play|speak|speaks|scared|afraid)\b", re.IGNORECASE)
+_MONTH = (r"(?:january|february|march|april|may|june|july|august|september|october|november|december|"
+          r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)")
+_DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend)"
+_EN_WHEN = re.compile(
+    rf"\b(?:next (?:week|month|year|{_DAY}|{_MONTH})|this (?:summer|winter|spring|autumn|fall|week|month|year|{_DAY})|"
+    rf"tomorrow|tonight|(?:in|by|until|from|before|after|early|late|mid) {_MONTH}|{_MONTH} \d{{1,2}}\b|"
+    rf"\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}|(?:on|for|by|until) (?:the )?\d{{1,2}}(?:st|nd|rd|th)|(?:on )?{_DAY}s?\b|"
+    rf"over (?:christmas|easter|the holidays|new year)|the week after next|in \d+ (?:days|weeks|months)|"
+    rf"at \d{{1,2}}(?::\d\d)?\s*(?:am|pm)?|\d{{1,2}}(?::\d\d)?\s*(?:am|pm))", re.IGNORECASE)
+_EN_PLAN = re.compile(
+    r"\b(?:going to|planning|plan to|plans to|will|'ll|flying|fly|heading|moving|visiting|visit|trip|travel|"
+    r"travelling|traveling|arrive|arrives|arriving|leaving|getting married|wedding|scheduled|appointment|"
+    r"dinner|lunch|meeting|flight|conference|presenting|running|taking|starting|off|holiday|vacation|"
+    r"interview|exam|renovate|surgery|party|concert)\b", re.IGNORECASE)
+_EN_INSTRUCTION = re.compile(
+    r"^(?:please\s+)?(?:always|never|don't|do not|don't ever|stop|avoid|keep|use|call me|sign|answer|reply|"
+    r"respond|write|send|cc|put|address me|refer to me)\b"
+    r"|\b(?:from now on|going forward|in (?:the )?future|every time|each time|by default|whenever)\b"
+    r"|\bshould (?:go|be|come)\b", re.IGNORECASE)
+_NO_THING = r"no (?!idea|problem|worries|thanks|way|clue|rush|need|doubt|kidding)\w+"
+_EN_WEAK_INSTRUCTION = re.compile(
+    rf"^{_NO_THING}|, not \w+|\bnot \w+ \w+$|\bin (?:english|spanish|french|german|dutch|chinese|japanese|korean|"
+    r"portuguese|italian)\b", re.IGNORECASE)
+_EN_FRAGMENT = re.compile(  # memories said without a subject
+    r"^(?:vegetarian|vegan|pescatarian|gluten-free|dairy-free|nut-free|halal|kosher|lactose-free|"
+    rf"coffee|tea|aisle seat|window seat|{_NO_THING}|"
+    r"planning|moving|heading|flying|travelling|traveling|visiting|going|dentist|doctor|dinner|lunch|"
+    r"breakfast|meeting|flight|trip|emails?|markdown|meeting notes)\b", re.IGNORECASE)
+_EN_PASSING = re.compile(
+    r"\b(?:today|right now|this morning|just had|just got back|at the moment|in a rush|in a meeting|"
+    r"was late|long day|tired|hungry|sleepy|busy now|went well)\b", re.IGNORECASE)
+_EN_ONE_OFF = re.compile(
+    r"^(?:please\s+)?(?:write|translate|summari[sz]e|fix|give me|tell me|book|find|show|make|draft|check|"
+    r"send me|remind me|help me|explain|list|compare|generate|create|let's|let me)\b", re.IGNORECASE)
+
+
+_CONNECTOR = re.compile(r"^(?i:and|but|so|also|plus|oh|btw)\b[, ]*")
+_LEADING_WHEN = re.compile(rf"^(?:{_EN_WHEN.pattern})[, ]+", re.IGNORECASE)
+
+
+def _english(clause: str, *, first: bool) -> tuple[bool, bool]:
+    """(opens a memory, has a subject of its own) for one English clause."""
+    c = _LEADING_WHEN.sub("", _CONNECTOR.sub("", clause.strip()))
+    subject = bool(_EN_SUBJECT.match(c))
+    if _EN_PASSING.search(c):
+        return False, subject
+    persistent = bool(re.search(r"\b(?:always|never|every|usually|from now on)\b", c, re.IGNORECASE))
+    if _EN_ONE_OFF.match(c) and not persistent:
+        return False, subject
+    if _EN_INSTRUCTION.search(c) and not re.search(r"\bkeep (?:that|this|it) in mind\b", c, re.IGNORECASE):
+        return True, True
+    if subject and (_EN_PREFERENCE.search(c) or _EN_CONSTRAINT.search(c) or _EN_RELATION.search(c)
+                    or _EN_FACT.search(c) or (_EN_PLAN.search(c) and _EN_WHEN.search(c))
+                    or re.search(r"\b(?:going to|planning|plan to|'ll be|will be|moving to|flying to)\b", c, re.IGNORECASE)
+                    or (_EN_WHEN.search(clause) and re.search(r"^(?i:i'm|i am|we're|we are) (?:in|at|off|away|out)\b", c))):
+        return True, True
+    if _EN_RELATION.search(c) or (_EN_PLAN.search(c) and _EN_WHEN.search(c) and not subject):
+        return True, subject
+    if _EN_WEAK_INSTRUCTION.search(c):
+        return True, False
+    if _EN_FRAGMENT.match(c) and (first or _EN_CONSTRAINT.search(c)):
+        return True, False
+    if not subject and _EN_CONSTRAINT.search(c):
+        return True, False
+    return False, subject
+
+
+# -- Chinese ------------------------------------------------------------------------------------
+
+_ZH_PERSON = (r"(?:老婆|老公|太太|丈夫|妻子|爱人|对象|男朋友|女朋友|儿子|女儿|孩子|妈妈|妈|爸爸|爸|父母|父亲|母亲|"
+              r"哥哥|哥|姐姐|姐|弟弟|弟|妹妹|妹|爷爷|奶奶|外公|外婆|姥姥|姥爷|岳父|岳母|公公|婆婆|舅舅|姑姑|阿姨|"
+              r"叔叔|表哥|表姐|表弟|表妹|侄子|侄女|外甥|同事|朋友|同学|室友|邻居|领导|老板|经理|主管|总监|助理|"
+              r"导师|老师|医生|律师|房东|客户|合伙人|投资人|设计师|法务|团队|组|部门|公司|家)")
+_ZH_SUBJECT = re.compile(
+    rf"^(?:另外|还有|对了|而且|顺便说一下)?[，,]?(?:我|我们|咱们|他|她|他们|{_ZH_PERSON}|[\u4e00-\u9fff]{{1,2}}总|"
+    rf"小[\u4e00-\u9fff]|老[\u4e00-\u9fff](?!师)|阿[\u4e00-\u9fff]|[\u4e00-\u9fff]{{2,3}}(?=是我))")
+_ZH_PREFERENCE = re.compile(r"喜欢|爱(?!人)|偏好|讨厌|不喜欢|不爱|受不了|怕|习惯|偏爱|最爱|一般(?:点|选|用|喝|吃)|希望|更愿意|"
+                            r"不坐|只喝|只吃|只用")
+_ZH_CONSTRAINT = re.compile(r"过敏|吃素|素食|不吃|不喝|不能吃|不能喝|吃不了|喝不了|忌口|不能(?!不)|不在|没空(?!，)|"
+                            r"戒了|戒烟|戒酒|血压|糖尿病|从来不|从不|不太能")
+_ZH_RELATION = re.compile(r"是我(?:们)?的|我(?:们)?(?:[\u4e00-\u9fff]{0,4}的)?[\u4e00-\u9fff]{1,4}(?:是|叫)[\u4e00-\u9fff]|"
+                          r"[\u4e00-\u9fff]总是我们的")
+_ZH_FACT = re.compile(r"住在|在[\u4e00-\u9fff]{1,8}(?:工作|上班|上学|读书|做|开)|是[\u4e00-\u9fff]{1,4}人$|左撇子|右撇子|"
+                      r"养了|每天|每周|每年|每个月|每晚|正在学|在学|在读|生日|纪念日|用[\u4e00-\u9fff]{1,4}，?不用|"
+                      r"怀孕|岁了|上[一二三四五六七八九]年级|是[\u4e00-\u9fff]{1,6}(?:老师|医生|工程师|经理|律师|护士)|"
+                      r"的车是|名叫|叫[\u4e00-\u9fff]{1,4}$|值夜班|耳朵|眼睛")
+_ZH_WHEN = re.compile(r"下个?月|下下?周|下个?星期|下个?礼拜|明天|后天|明年|今年|年底|年初|月底|月初|这个?周末|周末|"
+                      r"春节|国庆|元旦|中秋|端午|暑假|寒假|[一二三四五六七八九十\d]+月(?:份|底|初|中)?|下个?季度|"
+                      r"[一二三四五六七八九十\d]+号|周[一二三四五六日天]|星期[一二三四五六日天]|[上下]午|晚上")
+_ZH_PLAN = re.compile(r"打算|计划|准备|要去|要搬|要在|要带|要把|要考|去|回|出差|搬|结婚|休|考|旅游|旅行|聚餐|约了|开会|"
+                      r"参观|见|来")
+_ZH_INSTRUCTION = re.compile(r"^(?:以后|今后|从现在起|从今以后|以后都|请(?!问)|别|不要|记住|记得|叫我|称呼我|所有|统一|"
+                             r"回答|回复|汇报|邮件|行程|文件)|以后都|都这样|每次|一律|统一|尽量|(?:多|少)(?:放|安排|用)|"
+                             r"先说|直接找|都找")
+_ZH_PASSING = re.compile(r"今天|刚才|刚|现在|这会儿|最近|累|饿|困|堵|在开车|没空")
+
+
+def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
+    c = clause.strip()
+    subject = bool(_ZH_SUBJECT.match(c))
+    lasting = bool(re.search(r"每|一直|总是|从来|以后|都", c))
+    if _ZH_PASSING.search(c) and not lasting and not _ZH_WHEN.search(c.replace("今天", "")):
+        return False, subject
+    if _ZH_INSTRUCTION.search(c):
+        return True, True
+    personal = subject or bool(re.search(r"(?<![给帮让叫告诉提醒])我", c))
+    if personal and (_ZH_PREFERENCE.search(c) or _ZH_CONSTRAINT.search(c) or _ZH_RELATION.search(c)
+                     or _ZH_FACT.search(c) or (_ZH_PLAN.search(c) and _ZH_WHEN.search(c))):
+        return True, True
+    if _ZH_RELATION.search(c):
+        return True, subject
+    if _ZH_WHEN.search(c) and re.search(r"打算|计划|准备|要|出差|去|回|休|结婚|约了|聚餐", c):
+        return True, subject
+    if not subject and (_ZH_CONSTRAINT.search(c) or _ZH_PREFERENCE.search(c)) and not first:
+        return True, False
+    if first and re.match(r"^(?:喝|吃|点)[\u4e00-\u9fff]*(?:不加|加|要|不要)", c):
+        return True, False
+    return False, subject
+
+
+# -- the spans ------------------------------------------------------------------------------------
+
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def memory_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each span of the message worth proposing as a memory."""
+    spans: list[tuple[int, int]] = []
+    for s_start, s_end in sentences(text):
+        if skipped(text[s_start:s_end]):
+            continue
+        parts = clauses(text, s_start, s_end)
+        apposition = _APPOSITION.match(text, s_start, s_end)
+        if apposition:  # "Ana, my accountant, wants ...": one clause, and the apposition a memory of its own
+            spans.append((s_start, apposition.end()))
+            inside = [p for p in parts if p[0] < apposition.end()]
+            rest = parts[len(inside):]
+            parts = [(s_start, rest[0][1] if rest else inside[-1][1])] + rest[1:]
+        group: list[int] | None = None
+        for i, (a, b) in enumerate(parts):
+            piece = text[a:b]
+            classify = _chinese if _HAN.search(piece) else _english
+            opens, own_subject = classify(piece, first=i == 0)
+            short = len(piece.split()) <= 4 if not _HAN.search(piece) else len(piece) <= 8
+            consequence = bool(re.match(r"^(?:so|but|because|since|因为|所以|但是|不过)\b", piece, re.IGNORECASE))
+            if opens and (own_subject or group is None or consequence):
+                if group is not None:
+                    spans.append((group[0], group[1]))
+                group = [a, b]
+            elif group is not None and not own_subject and (opens or short):
+                group[1] = b
+            else:
+                if group is not None:
+                    spans.append((group[0], group[1]))
+                group = None
+        if group is not None:
+            end = s_end if group[1] == parts[-1][1] else group[1]
+            spans.append((group[0], end))  # the sentence's own full stop belongs to its last memory
+    return spans
