@@ -142,7 +142,8 @@ _APPOSITION = re.compile(r"^(?:(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z]
 _EN_FACT = re.compile(
     r"\b(?:live|lives|living|based|work|works|working|grew up|from|born|married|divorced|have|has|own|owns|"
     r"drive|drives|learning|studying|usually|always|every|each|birthday|anniversary|retro|standup|stand-up|"
-    r"is a|are a|is an|got a promotion|promoted|plays|play|speak|speaks|scared|afraid)\b", re.IGNORECASE)
+    r"is a|are a|is an|got a promotion|promoted|plays|play|speak|speaks|scared|afraid)\b"
+    r"|^(?:my|our) [\w' -]{1,30}? (?:is|are)\b", re.IGNORECASE)
 _MONTH = (r"(?:january|february|march|april|may|june|july|august|september|october|november|december|"
           r"jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)")
 _DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend)"
@@ -159,8 +160,8 @@ _EN_PLAN = re.compile(
     r"interview|exam|renovate|surgery|party|concert)\b", re.IGNORECASE)
 _EN_INSTRUCTION = re.compile(
     r"^(?:please\s+)?(?:always|never|don't|do not|don't ever|stop|avoid|keep|use|call me|sign|answer|reply|"
-    r"respond|write|send|cc|put|address me|refer to me)\b"
-    r"|\b(?:from now on|going forward|in (?:the )?future|every time|each time|by default|whenever)\b"
+    r"respond|write|send|cc|put|address me|refer to me|remember)\b"
+    r"|\b(?:from now on|going forward|in (?:the )?future|every time|each time|by default|whenever)\b|\balways$"
     r"|\bshould (?:go|be|come)\b", re.IGNORECASE)
 _NO_THING = r"no (?!idea|problem|worries|thanks|way|clue|rush|need|doubt|kidding)\w+"
 _EN_WEAK_INSTRUCTION = re.compile(
@@ -243,11 +244,11 @@ _ZH_PASSING = re.compile(r"今天|刚才|刚|现在|这会儿|最近|累|饿|困
 def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
     c = clause.strip()
     subject = bool(_ZH_SUBJECT.match(c))
+    if _ZH_INSTRUCTION.search(c):
+        return True, True
     lasting = bool(re.search(r"每|一直|总是|从来|以后|都", c))
     if _ZH_PASSING.search(c) and not lasting and not _ZH_WHEN.search(c.replace("今天", "")):
         return False, subject
-    if _ZH_INSTRUCTION.search(c):
-        return True, True
     personal = subject or bool(re.search(r"(?<![给帮让叫告诉提醒])我", c))
     if personal and (_ZH_PREFERENCE.search(c) or _ZH_CONSTRAINT.search(c) or _ZH_RELATION.search(c)
                      or _ZH_FACT.search(c) or (_ZH_PLAN.search(c) and _ZH_WHEN.search(c))):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 from engram.domain.extraction import Extraction, Proposal, Usage
 
 from .chat_model import ChatModel, ModelError
 from .extraction_rules import memory_spans
+
+_CONNECTOR = re.compile(r"^(?:(?i:and|so|but|also|plus|oh|btw|by the way)\b[, ]*|(?:另外|还有|对了|而且|所以|但是|不过)[，,]?)")
 
 ExtractorError = ModelError  # the model call failed; whatever it cost is unknown
 
@@ -40,7 +43,7 @@ class RuleExtractor:
         proposals = []
         for start, end in memory_spans(text):
             quote = text[start:end]
-            body = quote.rstrip(".!。！；; ")
+            body = _CONNECTOR.sub("", quote.rstrip(".!。！；; "))  # the quote keeps "and", the memory need not
             if body:
                 proposals.append(Proposal(text=body, quote=quote))
         used = self.estimate_tokens(text)
