@@ -92,7 +92,7 @@ _EN_QUESTION = re.compile(
     r"^(?:what|what's|how|why|when|where|who|which|whose|is|are|am|was|were|do|does|did|can|could|would|"
     r"will|shall|should|have|has|any)\b", re.IGNORECASE)
 _EN_NOT_A_STATEMENT = re.compile(
-    r"\b(?:if(?! (?:possible|you can|it's possible|you could))|imagine|suppose|supposing|pretend|let's say|"
+    r"\b(?:if(?! (?:possible|you can|it's possible))|imagine|suppose|supposing|pretend|let's say|"
     r"in theory|i wish|wish i|what if|as an ai|"
     r"here is|here's|here are|let me|happy to help|hope this helps|you're welcome|let me know|"
     r"remind me to|as a language model)\b|^(?:sure|certainly|of course|absolutely|great question|good question)\b",
@@ -119,7 +119,8 @@ _KIN = (r"(?:wife|husband|partner|spouse|boyfriend|girlfriend|fianc[ée]e?|son|d
         r"accountant|lawyer|client|landlord|landlady|doctor|dentist|ceo|cto|cfo|team|department|friend|"
         r"roommate|flatmate|neighbour|neighbor|dog|cat|pet)")
 _EN_SUBJECT = re.compile(
-    r"^(?i:(?:also|and|oh|btw|by the way|so|but|plus|anyway|fyi|note)[, ]+)?"
+    r"^(?i:(?:also|and|oh|btw|by the way|so|but|plus|anyway|fyi|note|honestly|frankly|personally|actually|"
+    r"to be honest)[, ]+)?"
     r"(?:(?i:i|i'm|i am|i've|i'd|i'll|we|we're|we've|we'd|we'll|my|our|he|she|he's|she's|they|they're)\b"
     r"|(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?"
     r"(?=\s+from\s+\w+|,? (?:is|are) (?:on )?(?:my|our)\b|, (?:my|our)\b))",
@@ -128,11 +129,16 @@ _EN_PREFERENCE = re.compile(
     r"\b(?:prefers?|preferred|likes?|loves?|enjoys?|hates?|dislikes?|adores?|can't stand|cannot stand|"
     r"can't bear|don't like|doesn't like|do not like|does not like|don't love|rather|'d love|would love|"
     r"fan of|into|favou?rite|terrified of|scared of|afraid of|not a \w+ person|can't live without|"
-    r"wants?|needs?|never takes?|always takes?)\b", re.IGNORECASE)
+    r"wants?|needs?|never takes?|always takes?|can't get enough of|"
+    r"finds? (?:\w+ ){1,3}(?:boring|annoying|tedious|relaxing|stressful|exhausting|fun|useless|overrated))\b",
+    re.IGNORECASE)
 _EN_CONSTRAINT = re.compile(
     r"\b(?:allergic|allergy|intolerant|vegetarian|vegan|pescatarian|gluten-free|dairy-free|nut-free|halal|"
     r"kosher|diabetic|coeliac|celiac|(?:don't|doesn't|do not|does not|can't|cannot|never) (?:eat|drink|do|fly|"
-    r"work)|avoid|only takes?|sober|teetotal)\b", re.IGNORECASE)
+    r"work)|avoid|only (?:takes?|answers?|eats?|drinks?|works?|uses?|reads?|accepts?|does)|sober|teetotal|"
+    r"makes? (?:me|him|her|them) (?:sick|ill|itchy|nauseous)|"
+    r"gives? (?:me|him|her|them) (?:a )?(?:headaches?|migraines?|hives))\b",
+    re.IGNORECASE)
 _EN_RELATION = re.compile(
     r"\b(?:is|are|was) (?:my|our) \w+|\b(?i:my|our) [\w' -]{1,30}?(?:'s name)? (?:is|are) (?:called )?[A-Z]"
     r"|^[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?, (?:my|our) |\bis on (?:my|our) team\b|\b(?i:my|our) \w+ [A-Z][a-z]+\b")
@@ -140,7 +146,8 @@ _EN_RELATION = re.compile(
 _APPOSITION = re.compile(r"^(?:(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?, (?i:my|our) [\w' -]{1,25}?"
                          r"|(?i:my|our) [\w' -]{1,25}?, (?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)(?=, )")
 _EN_FACT = re.compile(
-    r"\b(?:live|lives|living|based|work|works|working|grew up|from|born|married|divorced|have|has|own|owns|"
+    r"\b(?:live|lives|living|based|work|works|working|grew up|(?:i'm|i am|we're|we are|is|are|comes?) from|born|"
+    r"married|divorced|have|has|own|owns|i'm an?|i am an?|"
     r"drive|drives|learning|studying|usually|always|every|each|birthday|anniversary|retro|standup|stand-up|"
     r"is a|are a|is an|got a promotion|promoted|plays|play|speak|speaks|scared|afraid)\b"
     r"|^(?:my|our) [\w' -]{1,30}? (?:is|are)\b", re.IGNORECASE)
@@ -149,7 +156,7 @@ _MONTH = (r"(?:january|february|march|april|may|june|july|august|september|octob
 _DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend)"
 _EN_WHEN = re.compile(
     rf"\b(?:next (?:week|month|year|{_DAY}|{_MONTH})|this (?:summer|winter|spring|autumn|fall|week|month|year|{_DAY})|"
-    rf"tomorrow|tonight|(?:in|by|until|from|before|after|early|late|mid) {_MONTH}|{_MONTH} \d{{1,2}}\b|"
+    rf"tomorrow|(?:in|by|until|from|before|after|early|late|mid) {_MONTH}|{_MONTH} \d{{1,2}}\b|"
     rf"\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}|(?:on|for|by|until) (?:the )?\d{{1,2}}(?:st|nd|rd|th)|(?:on )?{_DAY}s?\b|"
     rf"over (?:christmas|easter|the holidays|new year)|the week after next|in \d+ (?:days|weeks|months)|"
     rf"at \d{{1,2}}(?::\d\d)?\s*(?:am|pm)?|\d{{1,2}}(?::\d\d)?\s*(?:am|pm))", re.IGNORECASE)
@@ -157,7 +164,13 @@ _EN_PLAN = re.compile(
     r"\b(?:going to|planning|plan to|plans to|will|'ll|flying|fly|heading|moving|visiting|visit|trip|travel|"
     r"travelling|traveling|arrive|arrives|arriving|leaving|getting married|wedding|scheduled|appointment|"
     r"dinner|lunch|meeting|flight|conference|presenting|running|taking|starting|off|holiday|vacation|"
-    r"interview|exam|renovate|surgery|party|concert)\b", re.IGNORECASE)
+    r"interview|exam|renovate|renovating|surgery|party|concert|starts?|begins?|turns?|graduates?|graduation|"
+    r"expecting|due|moves?|review|launch|deadline|wants? (?:the|it|this))\b", re.IGNORECASE)
+# "The quarterly review is on June 30": something the writer has coming, with its date
+_EN_EVENT = re.compile(r"^(?i:the|our|my) [\w' -]{1,40}? (?:is|are|starts|begins|moves|ends|opens|closes)\b")
+# an imperative that follows from what was just said ("..., so avoid it in recipes")
+_EN_IMPERATIVE = re.compile(r"^(?:please\s+)?(?:schedule|book|keep|avoid|use|put|send|plan|skip|leave|pick|choose|"
+                            r"give|stop|don't|do not|never|always|make sure|no)\b", re.IGNORECASE)
 _EN_INSTRUCTION = re.compile(
     r"^(?:please\s+)?(?:always|never|don't|do not|don't ever|stop|avoid|keep|use|call me|sign|answer|reply|"
     r"respond|write|send|cc|put|address me|refer to me|remember)\b"
@@ -173,14 +186,14 @@ _EN_FRAGMENT = re.compile(  # memories said without a subject
     r"planning|moving|heading|flying|travelling|traveling|visiting|going|dentist|doctor|dinner|lunch|"
     r"breakfast|meeting|flight|trip|emails?|markdown|meeting notes)\b", re.IGNORECASE)
 _EN_PASSING = re.compile(
-    r"\b(?:today|right now|this morning|just had|just got back|at the moment|in a rush|in a meeting|"
+    r"\b(?:today|tonight|right now|this morning|just had|just got back|just woke|at the moment|in a rush|in a meeting|"
     r"was late|long day|tired|hungry|sleepy|busy now|went well)\b", re.IGNORECASE)
 _EN_ONE_OFF = re.compile(
     r"^(?:please\s+)?(?:write|translate|summari[sz]e|fix|give me|tell me|book|find|show|make|draft|check|"
     r"send me|remind me|help me|explain|list|compare|generate|create|let's|let me)\b", re.IGNORECASE)
 
 
-_CONNECTOR = re.compile(r"^(?i:and|but|so|also|plus|oh|btw)\b[, ]*")
+_CONNECTOR = re.compile(r"^(?i:and|but|so|also|plus|oh|btw|honestly|frankly|personally|actually)\b[, ]*")
 _LEADING_WHEN = re.compile(rf"^(?:{_EN_WHEN.pattern})[, ]+", re.IGNORECASE)
 
 
@@ -192,15 +205,15 @@ def _english(clause: str, *, first: bool) -> tuple[bool, bool]:
         return False, subject
     persistent = bool(re.search(r"\b(?:always|never|every|usually|from now on)\b", c, re.IGNORECASE))
     if _EN_ONE_OFF.match(c) and not persistent:
-        return False, subject
+        return False, True  # a one-off request ends any memory before it
     if _EN_INSTRUCTION.search(c) and not re.search(r"\bkeep (?:that|this|it) in mind\b", c, re.IGNORECASE):
         return True, True
     if subject and (_EN_PREFERENCE.search(c) or _EN_CONSTRAINT.search(c) or _EN_RELATION.search(c)
-                    or _EN_FACT.search(c) or (_EN_PLAN.search(c) and _EN_WHEN.search(c))
+                    or _EN_FACT.search(c) or _EN_WHEN.search(clause)
                     or re.search(r"\b(?:going to|planning|plan to|'ll be|will be|moving to|flying to)\b", c, re.IGNORECASE)
                     or (_EN_WHEN.search(clause) and re.search(r"^(?i:i'm|i am|we're|we are) (?:in|at|off|away|out)\b", c))):
         return True, True
-    if _EN_RELATION.search(c) or (_EN_PLAN.search(c) and _EN_WHEN.search(c) and not subject):
+    if _EN_RELATION.search(c) or (_EN_WHEN.search(c) and (_EN_PLAN.search(c) or _EN_EVENT.match(c)) and not subject):
         return True, subject
     if _EN_WEAK_INSTRUCTION.search(c):
         return True, False
@@ -220,44 +233,52 @@ _ZH_PERSON = (r"(?:老婆|老公|太太|丈夫|妻子|爱人|对象|男朋友|�
 _ZH_SUBJECT = re.compile(
     rf"^(?:另外|还有|对了|而且|顺便说一下)?[，,]?(?:我|我们|咱们|他|她|他们|{_ZH_PERSON}|[\u4e00-\u9fff]{{1,2}}总|"
     rf"小[\u4e00-\u9fff]|老[\u4e00-\u9fff](?!师)|阿[\u4e00-\u9fff]|[\u4e00-\u9fff]{{2,3}}(?=是我))")
-_ZH_PREFERENCE = re.compile(r"喜欢|爱(?!人)|偏好|讨厌|不喜欢|不爱|受不了|怕|习惯|偏爱|最爱|一般(?:点|选|用|喝|吃)|希望|更愿意|"
+_ZH_PREFERENCE = re.compile(r"喜欢|爱(?!人)|偏好|讨厌|不喜欢|不爱|受不了|怕|习惯|偏爱|最爱|希望|更愿意|迷上|爱上|很烦|"
                             r"不坐|只喝|只吃|只用")
+_ZH_STRONG_TASTE = re.compile(r"喜欢|偏好|讨厌|迷上|爱上|受不了|过敏|吃素|素食|不吃|不喝|只吃|只喝|不能吃|不能喝|吃不了|忌口")
 _ZH_CONSTRAINT = re.compile(r"过敏|吃素|素食|不吃|不喝|不能吃|不能喝|吃不了|喝不了|忌口|不能(?!不)|不在|没空(?!，)|"
-                            r"戒了|戒烟|戒酒|血压|糖尿病|从来不|从不|不太能")
+                            r"戒了|戒烟|戒酒|血压|糖尿病|从来不|从不|不太能|不耐受|只(?:回|接|看|坐|住|吃|喝|用)")
 _ZH_RELATION = re.compile(r"是我(?:们)?的|我(?:们)?(?:[\u4e00-\u9fff]{0,4}的)?[\u4e00-\u9fff]{1,4}(?:是|叫)[\u4e00-\u9fff]|"
                           r"[\u4e00-\u9fff]总是我们的")
 _ZH_FACT = re.compile(r"住在|在[\u4e00-\u9fff]{1,8}(?:工作|上班|上学|读书|做|开)|是[\u4e00-\u9fff]{1,4}人$|左撇子|右撇子|"
                       r"养了|每天|每周|每年|每个月|每晚|正在学|在学|在读|生日|纪念日|用[\u4e00-\u9fff]{1,4}，?不用|"
                       r"怀孕|岁了|上[一二三四五六七八九]年级|是[\u4e00-\u9fff]{1,6}(?:老师|医生|工程师|经理|律师|护士)|"
-                      r"的车是|名叫|叫[\u4e00-\u9fff]{1,4}$|值夜班|耳朵|眼睛")
+                      r"的车是|名叫|叫[\u4e00-\u9fff]{1,4}$|值夜班|耳朵|眼睛|长大|会说|一般|^我(?:们)?(?:家)?有|"
+                      r"^我是(?!说)[\u4e00-\u9fff]{1,6}$")
 _ZH_WHEN = re.compile(r"下个?月|下下?周|下个?星期|下个?礼拜|明天|后天|明年|今年|年底|年初|月底|月初|这个?周末|周末|"
                       r"春节|国庆|元旦|中秋|端午|暑假|寒假|[一二三四五六七八九十\d]+月(?:份|底|初|中)?|下个?季度|"
                       r"[一二三四五六七八九十\d]+号|周[一二三四五六日天]|星期[一二三四五六日天]|[上下]午|晚上")
-_ZH_PLAN = re.compile(r"打算|计划|准备|要去|要搬|要在|要带|要把|要考|去|回|出差|搬|结婚|休|考|旅游|旅行|聚餐|约了|开会|"
-                      r"参观|见|来")
-_ZH_INSTRUCTION = re.compile(r"^(?:以后|今后|从现在起|从今以后|以后都|请(?!问)|别|不要|记住|记得|叫我|称呼我|所有|统一|"
-                             r"回答|回复|汇报|邮件|行程|文件)|以后都|都这样|每次|一律|统一|尽量|(?:多|少)(?:放|安排|用)|"
-                             r"先说|直接找|都找")
+_ZH_PLAN = re.compile(r"打算|计划|准备|预计|要去|要搬|要在|要带|要把|要考|去|回|飞|出差|搬|结婚|休|考|旅游|旅行|聚餐|约了|"
+                      r"开会|会议|参观|见|来|出生|上学|上小学|上幼儿园|装修|复盘|大寿|生日|毕业|面试|考试|体检|手术|出发|"
+                      r"参加|婚礼|聚会|评审|答辩|上线|发布|交")
+_ZH_INSTRUCTION = re.compile(r"^(?:以后|今后|从现在起|从今以后|以后都|请(?!问)|记住|记得|所有|统一|汇报|邮件|行程|文件)|"
+                             r"^[\u4e00-\u9fff]{0,8}?(?:(?<![特区告分级类个差鉴识性])别|不要)|回(?:复|答)(?:请|要|用|时)|叫我|称呼我|"
+                             r"以后都|都这样|每次|一律|统一|尽量|(?:多|少)(?:放|安排|用)|先说|直接找|都找|安排在|放在")
+_ZH_GENERIC = re.compile(r"^(?:大家|人们|很多人|大多数人|有人|谁都|人人|一般人)")
+_ZH_REQUEST = re.compile(r"^(?:请)?(?:帮我|给我|帮忙|麻烦)")
 _ZH_PASSING = re.compile(r"今天|刚才|刚|现在|这会儿|最近|累|饿|困|堵|在开车|没空")
 
 
 def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
     c = clause.strip()
     subject = bool(_ZH_SUBJECT.match(c))
+    if _ZH_REQUEST.match(c) or _ZH_GENERIC.match(c):
+        return False, True  # a one-off request or a saying about everyone: it ends any memory before it
     if _ZH_INSTRUCTION.search(c):
         return True, True
-    lasting = bool(re.search(r"每|一直|总是|从来|以后|都", c))
+    lasting = bool(re.search(r"每|一直|总是|从来|以后|都|迷上|爱上", c))
     if _ZH_PASSING.search(c) and not lasting and not _ZH_WHEN.search(c.replace("今天", "")):
         return False, subject
     personal = subject or bool(re.search(r"(?<![给帮让叫告诉提醒])我", c))
     if personal and (_ZH_PREFERENCE.search(c) or _ZH_CONSTRAINT.search(c) or _ZH_RELATION.search(c)
-                     or _ZH_FACT.search(c) or (_ZH_PLAN.search(c) and _ZH_WHEN.search(c))):
+                     or _ZH_FACT.search(c) or _ZH_WHEN.search(c)):
         return True, True
     if _ZH_RELATION.search(c):
         return True, subject
-    if _ZH_WHEN.search(c) and re.search(r"打算|计划|准备|要|出差|去|回|休|结婚|约了|聚餐", c):
+    if _ZH_WHEN.search(c) and _ZH_PLAN.search(c):
         return True, subject
-    if not subject and (_ZH_CONSTRAINT.search(c) or _ZH_PREFERENCE.search(c)) and not first:
+    if not subject and (_ZH_CONSTRAINT.search(c) or _ZH_STRONG_TASTE.search(c)
+                        or (_ZH_PREFERENCE.search(c) and not first)) and not _ZH_GENERIC.match(c):
         return True, False
     if first and re.match(r"^(?:喝|吃|点)[\u4e00-\u9fff]*(?:不加|加|要|不要)", c):
         return True, False
@@ -269,13 +290,30 @@ def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
+_QUESTION_TAIL = re.compile(r"^(?i:any|can you|could you|would you|will you|what|how|which|where|who|when|is there|are there|"
+                            r"do you|should i)\b|^(?:帮我|请帮我|你能|能不能|可以|有没有|请问)")
+_CONTRAST = re.compile(r"^(?i:not|rather than|instead of)\b|^(?:不用|而不是|不是)")
+
+
+def _statements(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The clauses of a sentence to read: all of a statement; of a question, only statements said before it
+    in clauses of their own ("My nephew loves dinosaurs, any gift ideas?")."""
+    parts = clauses(text, start, end)
+    if not skipped(text[start:end]):
+        return parts
+    if len(parts) < 2 or not _QUESTION_TAIL.match(text[parts[-1][0]:parts[-1][1]]):
+        return []
+    head = parts[:-1]
+    return [] if skipped(text[head[0][0]:head[-1][1]]) else head
+
+
 def memory_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each span of the message worth proposing as a memory."""
     spans: list[tuple[int, int]] = []
     for s_start, s_end in sentences(text):
-        if skipped(text[s_start:s_end]):
+        parts = _statements(text, s_start, s_end)
+        if not parts:
             continue
-        parts = clauses(text, s_start, s_end)
         apposition = _APPOSITION.match(text, s_start, s_end)
         if apposition:  # "Ana, my accountant, wants ...": one clause, and the apposition a memory of its own
             spans.append((s_start, apposition.end()))
@@ -285,11 +323,16 @@ def memory_spans(text: str) -> list[tuple[int, int]]:
         group: list[int] | None = None
         for i, (a, b) in enumerate(parts):
             piece = text[a:b]
-            classify = _chinese if _HAN.search(piece) else _english
-            opens, own_subject = classify(piece, first=i == 0)
-            short = len(piece.split()) <= 4 if not _HAN.search(piece) else len(piece) <= 8
+            han = bool(_HAN.search(piece))
+            opens, own_subject = (_chinese if han else _english)(piece, first=i == 0)
+            short = len(piece) <= 8 if han else len(piece.split()) <= 4
             consequence = bool(re.match(r"^(?:so|but|because|since|因为|所以|但是|不过)\b", piece, re.IGNORECASE))
-            if opens and (own_subject or group is None or consequence):
+            if consequence and group is not None and _EN_IMPERATIVE.match(_CONNECTOR.sub("", piece)) \
+                    and not re.search(r"\bkeep (?:that|this|it) in mind\b", piece, re.IGNORECASE):
+                opens, own_subject = True, True  # "I'm allergic to cats, so no pet-friendly rentals"
+            if group is None and i > 0 and _CONTRAST.match(piece):
+                group = [parts[i - 1][0], b]  # "Weekly reports go to Hannah, not to me"
+            elif opens and (own_subject or group is None or consequence):
                 if group is not None:
                     spans.append((group[0], group[1]))
                 group = [a, b]
