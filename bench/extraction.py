@@ -31,8 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "extraction"
-FILES = ("en.txt", "zh.txt", "en-fresh.txt", "zh-fresh.txt")
-SPLITS = ("dev", "heldout", "fresh")
+FILES = ("en.txt", "zh.txt", "en-fresh.txt", "zh-fresh.txt", "en-fresh2.txt", "zh-fresh2.txt")
+SPLITS = ("dev", "heldout", "fresh", "fresh2")
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def split_of(message_id: str) -> str:
     return "heldout" if int(hashlib.sha256(message_id.encode()).hexdigest(), 16) % 3 == 0 else "dev"
 
 
-def parse(lines: Iterable[str], lang: str, fresh: bool = False) -> list[Message]:
+def parse(lines: Iterable[str], lang: str, split: str | None = None) -> list[Message]:
     messages: list[Message] = []
     current: tuple[str, str] | None = None
     memories: list[Expected] = []
@@ -78,8 +78,7 @@ def parse(lines: Iterable[str], lang: str, fresh: bool = False) -> list[Message]
             return
         if not memories and none_kind is None:
             raise ValueError(f"{current[0]}: neither memories nor a none line")
-        split = "fresh" if fresh else split_of(current[0])
-        messages.append(Message(current[0], lang, current[1], tuple(memories), none_kind, split))
+        messages.append(Message(current[0], lang, current[1], tuple(memories), none_kind, split or split_of(current[0])))
 
     for n, line in enumerate(lines, 1):
         if not line.strip() or line.startswith("#"):
@@ -108,7 +107,8 @@ def parse(lines: Iterable[str], lang: str, fresh: bool = False) -> list[Message]
 def load(files: Iterable[str] = FILES) -> list[Message]:
     messages = []
     for name in files:
-        messages += parse((DATA / name).read_text(encoding="utf-8").splitlines(), name[:2], fresh="fresh" in name)
+        split = name.split(".")[0][3:] or None  # en-fresh2.txt -> "fresh2"; en.txt -> by id
+        messages += parse((DATA / name).read_text(encoding="utf-8").splitlines(), name[:2], split)
     ids = [m.id for m in messages]
     if len(ids) != len(set(ids)):
         raise ValueError("duplicate message ids")
