@@ -90,17 +90,19 @@ def _inside_quotes(text: str, start: int, at: int) -> bool:
 
 _EN_QUESTION = re.compile(
     r"^(?:what|what's|how|why|when|where|who|which|whose|is|are|am|was|were|do|does|did|can|could|would|"
-    r"will|shall|should|have|has|any)\b", re.IGNORECASE)
+    r"will|shall|should|have|has|any)\b(?!['’]t)", re.IGNORECASE)
 _EN_NOT_A_STATEMENT = re.compile(
-    r"\b(?:if(?! (?:possible|you can|it's possible))|imagine|suppose|supposing|pretend|let's say|"
-    r"in theory|i wish|wish i|what if|as an ai|"
+    r"(?<!even )\b(?:if(?! (?:possible|you can|it's possible))|imagine|suppose|supposing|pretend|let's say|"
+    r"in theory|i wish|wish i|what if|as an ai|in an ideal world|"
     r"here is|here's|here are|let me|happy to help|hope this helps|you're welcome|let me know|"
-    r"remind me to|as a language model)\b|^(?:sure|certainly|of course|absolutely|great question|good question)\b",
+    r"remind me to|as a language model|as requested|for you|to your|attached)\b"
+    r"|^(?:sure|certainly|of course|absolutely|great question|good question)\b",
     re.IGNORECASE)
 _ZH_QUESTION = re.compile(r"[吗呢么]$|什么|怎么|怎样|哪|谁|几点|多少|有没有|是不是|能不能|可不可以|请问|吃了没")
 _ZH_NOT_A_STATEMENT = re.compile(
-    r"如有|随时|如果|假如|要是|假设|设想|万一|就好了|以下是|这是您|为您|希望对您|当然可以|作为一个|人工智能助手|"
-    r"^(?:请)?(?:帮我|给我|麻烦)|您")
+    r"^(?:希望|但愿)|如有|随时|的话.{0,8}就|理想情况下|如果|假如|要是|假设|设想|万一|就好了|"
+    r"以下是|这是您|为您|希望对您|当然可以|作为一个|人工智能助手|"
+    r"^(?:请)?(?:帮我|给我|麻烦)(?![\u4e00-\u9fff]{0,10}的时候)|您")
 
 
 def skipped(sentence: str) -> bool:
@@ -122,8 +124,9 @@ _EN_SUBJECT = re.compile(
     r"^(?i:(?:also|and|oh|btw|by the way|so|but|plus|anyway|fyi|note|honestly|frankly|personally|actually|"
     r"to be honest)[, ]+)?"
     r"(?:(?i:i|i'm|i am|i've|i'd|i'll|we|we're|we've|we'd|we'll|my|our|he|she|he's|she's|they|they're)\b"
-    r"|(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?"
-    r"(?=\s+from\s+\w+|,? (?:is|are) (?:on )?(?:my|our)\b|, (?:my|our)\b))",
+    r"|(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?(?!(?:Everyone|Everybody|People|Nobody|Most|Some|Many|All|Kids|Children)\b)"
+    r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?(?=\s+from\s+\w+|,? (?:is|are) (?:on )?(?:my|our)\b|, (?:my|our)\b"
+    r"|\s+(?:prefers|likes|loves|hates|dislikes|wants|needs|can't|cannot|doesn't|never|always|only)\b))",
 )
 _EN_PREFERENCE = re.compile(
     r"\b(?:prefers?|preferred|likes?|loves?|enjoys?|hates?|dislikes?|adores?|can't stand|cannot stand|"
@@ -157,7 +160,7 @@ _DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekend)"
 _EN_WHEN = re.compile(
     rf"\b(?:next (?:week|month|year|{_DAY}|{_MONTH})|this (?:summer|winter|spring|autumn|fall|week|month|year|{_DAY})|"
     rf"tomorrow|(?:in|by|until|from|before|after|early|late|mid) {_MONTH}|{_MONTH} \d{{1,2}}\b|"
-    rf"\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}|(?:on|for|by|until) (?:the )?\d{{1,2}}(?:st|nd|rd|th)|(?:on )?{_DAY}s?\b|"
+    rf"\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}|(?:on|for|by|until) (?:the )?\d{{1,2}}(?:st|nd|rd|th)|(?:on )?{_DAY}\b|"
     rf"over (?:christmas|easter|the holidays|new year)|the week after next|in \d+ (?:days|weeks|months)|"
     rf"at \d{{1,2}}(?::\d\d)?\s*(?:am|pm)?|\d{{1,2}}(?::\d\d)?\s*(?:am|pm))", re.IGNORECASE)
 _EN_PLAN = re.compile(
@@ -167,22 +170,24 @@ _EN_PLAN = re.compile(
     r"interview|exam|renovate|renovating|surgery|party|concert|starts?|begins?|turns?|graduates?|graduation|"
     r"expecting|due|moves?|review|launch|deadline|wants? (?:the|it|this))\b", re.IGNORECASE)
 # "The quarterly review is on June 30": something the writer has coming, with its date
-_EN_EVENT = re.compile(r"^(?i:the|our|my) [\w' -]{1,40}? (?:is|are|starts|begins|moves|ends|opens|closes)\b")
+_EN_EVENT = re.compile(rf"^(?:(?i:the|our|my) [\w' -]{{1,40}}?|(?i:{_KIN})'s? [\w' -]{{1,40}}?) "
+                       r"(?:is|are|starts|begins|moves|ends|opens|closes|breaks up|finishes|arrives|leaves|happens|"
+                       r"takes place)\b")
 # an imperative that follows from what was just said ("..., so avoid it in recipes")
 _EN_IMPERATIVE = re.compile(r"^(?:please\s+)?(?:schedule|book|keep|avoid|use|put|send|plan|skip|leave|pick|choose|"
                             r"give|stop|don't|do not|never|always|make sure|no)\b", re.IGNORECASE)
 _EN_INSTRUCTION = re.compile(
-    r"^(?:please\s+)?(?:always|never|don't|do not|don't ever|stop|avoid|keep|use|call me|sign|answer|reply|"
-    r"respond|write|send|cc|put|address me|refer to me|remember)\b"
+    r"^(?:please\s+|just\s+)?(?:always|never|don't|do not|don't ever|stop|avoid|keep|use|call me|sign|answer|reply|"
+    r"respond|write|send|cc|put|address|refer to me|remember|be)\b"
     r"|\b(?:from now on|going forward|in (?:the )?future|every time|each time|by default|whenever)\b|\balways$"
-    r"|\bshould (?:go|be|come)\b", re.IGNORECASE)
+    r"|\bshould (?:go|be|come|start|begin|end|include|have|use|mention)\b", re.IGNORECASE)
 _NO_THING = r"no (?!idea|problem|worries|thanks|way|clue|rush|need|doubt|kidding)\w+"
 _EN_WEAK_INSTRUCTION = re.compile(
     rf"^{_NO_THING}|, not \w+|\bnot \w+ \w+$|\bin (?:english|spanish|french|german|dutch|chinese|japanese|korean|"
     r"portuguese|italian)\b", re.IGNORECASE)
 _EN_FRAGMENT = re.compile(  # memories said without a subject
     r"^(?:vegetarian|vegan|pescatarian|gluten-free|dairy-free|nut-free|halal|kosher|lactose-free|"
-    rf"coffee|tea|aisle seat|window seat|{_NO_THING}|"
+    rf"(?:coffee|tea)(?! (?:is|are|was|has|makes))|aisle seat|window seat|{_NO_THING}|"
     r"planning|moving|heading|flying|travelling|traveling|visiting|going|dentist|doctor|dinner|lunch|"
     r"breakfast|meeting|flight|trip|emails?|markdown|meeting notes)\b", re.IGNORECASE)
 _EN_PASSING = re.compile(
@@ -193,6 +198,16 @@ _EN_ONE_OFF = re.compile(
     r"send me|remind me|help me|explain|list|compare|generate|create|let's|let me)\b", re.IGNORECASE)
 
 
+# Statements about the writer or their people that no predicate above names ("I can't handle horror movies")
+_EN_PERSONAL = re.compile(rf"^(?i:i|i'm|i am|i've|we|we're|we've|my|our|my {_KIN}|he|she|he's|she's)\b")
+_EN_NOT_DURABLE = re.compile(
+    r"^(?i:i'll|we'll|i'd|we'd)\b"
+    r"|^(?i:i|we) (?:think|guess|hope|feel like|wonder|bet|mean|know|believe|suppose|agree|see|understand|"
+    r"just|was|were|did|had|forgot|need to|have to|should|must|might|may|could|'ll|will|'d|would)\b"
+    r"|^(?i:i'm|i am|we're|we are) (?:sure|not sure|afraid|sorry|glad|happy|done|back|here|on it|stuck|late|"
+    r"going to|about to|so|really sorry|just|still)\b|^(?i:i've|we've) (?:just|been (?:thinking|wondering))\b"
+    r"|\b(?i:again|anymore|right now|at the moment|this week|for now|lol|haha)\b", re.IGNORECASE)
+_EN_INTENT = re.compile(r"\b(?:going to|planning|plan to|'ll be|will be|moving to|flying to)\b", re.IGNORECASE)
 _CONNECTOR = re.compile(r"^(?i:and|but|so|also|plus|oh|btw|honestly|frankly|personally|actually)\b[, ]*")
 _LEADING_WHEN = re.compile(rf"^(?:{_EN_WHEN.pattern})[, ]+", re.IGNORECASE)
 
@@ -209,9 +224,7 @@ def _english(clause: str, *, first: bool) -> tuple[bool, bool]:
     if _EN_INSTRUCTION.search(c) and not re.search(r"\bkeep (?:that|this|it) in mind\b", c, re.IGNORECASE):
         return True, True
     if subject and (_EN_PREFERENCE.search(c) or _EN_CONSTRAINT.search(c) or _EN_RELATION.search(c)
-                    or _EN_FACT.search(c) or _EN_WHEN.search(clause)
-                    or re.search(r"\b(?:going to|planning|plan to|'ll be|will be|moving to|flying to)\b", c, re.IGNORECASE)
-                    or (_EN_WHEN.search(clause) and re.search(r"^(?i:i'm|i am|we're|we are) (?:in|at|off|away|out)\b", c))):
+                    or _EN_FACT.search(c) or _EN_WHEN.search(clause) or _EN_INTENT.search(c)):
         return True, True
     if _EN_RELATION.search(c) or (_EN_WHEN.search(c) and (_EN_PLAN.search(c) or _EN_EVENT.match(c)) and not subject):
         return True, subject
@@ -221,6 +234,8 @@ def _english(clause: str, *, first: bool) -> tuple[bool, bool]:
         return True, False
     if not subject and _EN_CONSTRAINT.search(c):
         return True, False
+    if _EN_PERSONAL.match(c) and not _EN_NOT_DURABLE.search(c) and len(c.split()) >= 3:
+        return True, True  # any other plain statement about the writer or their people
     return False, subject
 
 
@@ -237,7 +252,8 @@ _ZH_PREFERENCE = re.compile(r"喜欢|爱(?!人)|偏好|讨厌|不喜欢|不爱|�
                             r"不坐|只喝|只吃|只用")
 _ZH_STRONG_TASTE = re.compile(r"喜欢|偏好|讨厌|迷上|爱上|受不了|过敏|吃素|素食|不吃|不喝|只吃|只喝|不能吃|不能喝|吃不了|忌口")
 _ZH_CONSTRAINT = re.compile(r"过敏|吃素|素食|不吃|不喝|不能吃|不能喝|吃不了|喝不了|忌口|不能(?!不)|不在|没空(?!，)|"
-                            r"戒了|戒烟|戒酒|血压|糖尿病|从来不|从不|不太能|不耐受|只(?:回|接|看|坐|住|吃|喝|用)")
+                            r"戒了|戒烟|戒酒|血压|糖尿病|从来不|从不|不太能|不耐受|只(?:回|接|看|坐|住|吃|喝|用)|只能|"
+                            r"不方便|不行$")
 _ZH_RELATION = re.compile(r"是我(?:们)?的|我(?:们)?(?:[\u4e00-\u9fff]{0,4}的)?[\u4e00-\u9fff]{1,4}(?:是|叫)[\u4e00-\u9fff]|"
                           r"[\u4e00-\u9fff]总是我们的")
 _ZH_FACT = re.compile(r"住在|在[\u4e00-\u9fff]{1,8}(?:工作|上班|上学|读书|做|开)|是[\u4e00-\u9fff]{1,4}人$|左撇子|右撇子|"
@@ -245,18 +261,24 @@ _ZH_FACT = re.compile(r"住在|在[\u4e00-\u9fff]{1,8}(?:工作|上班|上学|�
                       r"怀孕|岁了|上[一二三四五六七八九]年级|是[\u4e00-\u9fff]{1,6}(?:老师|医生|工程师|经理|律师|护士)|"
                       r"的车是|名叫|叫[\u4e00-\u9fff]{1,4}$|值夜班|耳朵|眼睛|长大|会说|一般|^我(?:们)?(?:家)?有|"
                       r"^我是(?!说)[\u4e00-\u9fff]{1,6}$")
-_ZH_WHEN = re.compile(r"下个?月|下下?周|下个?星期|下个?礼拜|明天|后天|明年|今年|年底|年初|月底|月初|这个?周末|周末|"
+_ZH_WHEN = re.compile(r"早上|中午|下个?月|下下?周|下个?星期|下个?礼拜|明天|后天|明年|今年|年底|年初|月底|月初|这个?周末|周末|"
                       r"春节|国庆|元旦|中秋|端午|暑假|寒假|[一二三四五六七八九十\d]+月(?:份|底|初|中)?|下个?季度|"
                       r"[一二三四五六七八九十\d]+号|周[一二三四五六日天]|星期[一二三四五六日天]|[上下]午|晚上")
 _ZH_PLAN = re.compile(r"打算|计划|准备|预计|要去|要搬|要在|要带|要把|要考|去|回|飞|出差|搬|结婚|休|考|旅游|旅行|聚餐|约了|"
                       r"开会|会议|参观|见|来|出生|上学|上小学|上幼儿园|装修|复盘|大寿|生日|毕业|面试|考试|体检|手术|出发|"
                       r"参加|婚礼|聚会|评审|答辩|上线|发布|交")
 _ZH_INSTRUCTION = re.compile(r"^(?:以后|今后|从现在起|从今以后|以后都|请(?!问)|记住|记得|所有|统一|汇报|邮件|行程|文件)|"
-                             r"^[\u4e00-\u9fff]{0,8}?(?:(?<![特区告分级类个差鉴识性])别|不要)|回(?:复|答)(?:请|要|用|时)|叫我|称呼我|"
-                             r"以后都|都这样|每次|一律|统一|尽量|(?:多|少)(?:放|安排|用)|先说|直接找|都找|安排在|放在")
+                             r"^[\u4e00-\u9fff]{0,12}?(?:(?<![特区告分级类个差鉴识性])别|不要|不用)|回(?:复|答)(?:请|要|用|时)|"
+                             r"叫我|称呼我|以后都|都这样|每次|一律|统一|尽量|(?:多|少)(?:放|安排|用)|先说|直接找|都找|"
+                             r"安排在|放在|都要|的时候.{0,12}(?:就行|就好|请|要|用|叫)")
+_ZH_NOT_DURABLE = re.compile(r"^我(?:们)?(?:觉得|想|猜|估计|感觉|希望|看(?!不)|知道|明白|认为|以为|刚|正在忙|马上|这就|先|"
+                              r"会尽快|得|该|去(?!年)|来)|"
+                              r"又|再也|了吗|吧$|啊$|呀$|哈+$")
+# the writer (after at most a short topic: "隔音差的酒店我睡不好"), not as an object ("帮我", "跟我们")
+_ZH_PERSONAL = re.compile(rf"^(?:[\u4e00-\u9fff]{{0,8}}?(?<![给帮让叫告诉提醒跟和与对陪把被替])我|我{_ZH_PERSON}|他|她)")
 _ZH_GENERIC = re.compile(r"^(?:大家|人们|很多人|大多数人|有人|谁都|人人|一般人)")
-_ZH_REQUEST = re.compile(r"^(?:请)?(?:帮我|给我|帮忙|麻烦)")
-_ZH_PASSING = re.compile(r"今天|刚才|刚|现在|这会儿|最近|累|饿|困|堵|在开车|没空")
+_ZH_REQUEST = re.compile(r"^(?:请)?(?:帮我|给我|帮忙|麻烦)(?![\u4e00-\u9fff]{0,10}的时候)")
+_ZH_PASSING = re.compile(r"今晚|晚点|回头|待会|一会儿|今天|刚才|刚|现在|这会儿|最近|累|饿|困|堵|在开车|没空")
 
 
 def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
@@ -264,6 +286,8 @@ def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
     subject = bool(_ZH_SUBJECT.match(c))
     if _ZH_REQUEST.match(c) or _ZH_GENERIC.match(c):
         return False, True  # a one-off request or a saying about everyone: it ends any memory before it
+    if _CONTRAST.match(c):
+        return True, False  # "..., 不用钉钉": the other half of what was just said
     if _ZH_INSTRUCTION.search(c):
         return True, True
     lasting = bool(re.search(r"每|一直|总是|从来|以后|都|迷上|爱上", c))
@@ -282,16 +306,18 @@ def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
         return True, False
     if first and re.match(r"^(?:喝|吃|点)[\u4e00-\u9fff]*(?:不加|加|要|不要)", c):
         return True, False
+    own = _ZH_PERSONAL.match(c)
+    if own and not _ZH_NOT_DURABLE.search(c[own.end() - 1:]) and len(c) >= 4:
+        return True, True  # any other plain statement about the writer or their people
     return False, subject
 
 
 # -- the spans ------------------------------------------------------------------------------------
 
 _HAN = re.compile(r"[\u4e00-\u9fff]")
-
-
 _QUESTION_TAIL = re.compile(r"^(?i:any|can you|could you|would you|will you|what|how|which|where|who|when|is there|are there|"
                             r"do you|should i)\b|^(?:帮我|请帮我|你能|能不能|可以|有没有|请问)")
+_QUALIFIER = re.compile(r"^(?i:even|unless|except|especially)\b")
 _CONTRAST = re.compile(r"^(?i:not|rather than|instead of)\b|^(?:不用|而不是|不是)")
 
 
@@ -326,6 +352,10 @@ def memory_spans(text: str) -> list[tuple[int, int]]:
             han = bool(_HAN.search(piece))
             opens, own_subject = (_chinese if han else _english)(piece, first=i == 0)
             short = len(piece) <= 8 if han else len(piece.split()) <= 4
+            tiny = len(piece) <= 4 if han else len(piece.split()) <= 2
+            if group is not None and (tiny or _QUALIFIER.match(piece)):
+                group[1] = b  # "..., never milk", "..., even if it's bad news"
+                continue
             consequence = bool(re.match(r"^(?:so|but|because|since|因为|所以|但是|不过)\b", piece, re.IGNORECASE))
             if consequence and group is not None and _EN_IMPERATIVE.match(_CONNECTOR.sub("", piece)) \
                     and not re.search(r"\bkeep (?:that|this|it) in mind\b", piece, re.IGNORECASE):
