@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 _ABBREVIATIONS = ("mr", "mrs", "ms", "dr", "st", "vs", "e.g", "i.e", "etc", "no", "jr", "sr", "prof")
 _SENTENCE_END = re.compile(r"[.!?](?=[\s\"')\]]|$)|[。！？；;\n]")
-_CLAUSE_CUT = re.compile(r"[,，：:]\s*|\s+(?=(?i:and|but|so)\s+(?:(?i:my|our|i|i'm|we|we're|he|she|he's|she's)\b"
+_CLAUSE_CUT = re.compile(r"[,，：]\s*|(?<!\d):(?!\d)\s*|\s+(?=(?i:and|but|so)\s+(?:(?i:my|our|i|i'm|we|we're|he|she|he's|she's)\b"
                          r"|[A-Z][a-z]+ (?:is|are)\b))")
 # A clause that only announces what follows ("From now on,", "请记住：") joins the next one; one that only
 # says "and always so" ("以后都这样") joins the one before.
@@ -98,7 +98,8 @@ _EN_NOT_A_STATEMENT = re.compile(
     r"remind me to|as a language model|as requested|for you|to your|attached)\b"
     r"|^(?:sure|certainly|of course|absolutely|great question|good question)\b",
     re.IGNORECASE)
-_ZH_QUESTION = re.compile(r"[吗呢么]$|什么|怎么|怎样|哪|谁|几点|多少|有没有|是不是|能不能|可不可以|请问|吃了没")
+_ZH_QUESTION = re.compile(r"[吗呢么]$|什么(?![\u4e00-\u9fff]{0,4}都)|"
+                          r"怎么|怎样|哪|谁|几点|多少|有没有|是不是|能不能|可不可以|请问|吃了没")
 _ZH_NOT_A_STATEMENT = re.compile(
     r"^(?:希望|但愿)|如有|随时|的话.{0,8}就|理想情况下|如果|假如|要是|假设|设想|万一|就好了|"
     r"以下是|这是您|为您|希望对您|当然可以|作为一个|人工智能助手|"
@@ -126,20 +127,21 @@ _EN_SUBJECT = re.compile(
     r"(?:(?i:i|i'm|i am|i've|i'd|i'll|we|we're|we've|we'd|we'll|my|our|he|she|he's|she's|they|they're)\b"
     r"|(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?(?!(?:Everyone|Everybody|People|Nobody|Most|Some|Many|All|Kids|Children)\b)"
     r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?(?=\s+from\s+\w+|,? (?:is|are) (?:on )?(?:my|our)\b|, (?:my|our)\b"
-    r"|\s+(?:prefers|likes|loves|hates|dislikes|wants|needs|can't|cannot|doesn't|never|always|only)\b))",
+    r"|\s+(?:prefers|likes|loves|hates|dislikes|wants|needs|can't|cannot|doesn't|never|always|only)\b"
+    r"|\s+(?:on|in) (?:my|our) \w+))",
 )
 _EN_PREFERENCE = re.compile(
     r"\b(?:prefers?|preferred|likes?|loves?|enjoys?|hates?|dislikes?|adores?|can't stand|cannot stand|"
     r"can't bear|don't like|doesn't like|do not like|does not like|don't love|rather|'d love|would love|"
     r"fan of|into|favou?rite|terrified of|scared of|afraid of|not a \w+ person|can't live without|"
-    r"wants?|needs?|never takes?|always takes?|can't get enough of|"
+    r"wants?|needs?|never takes?|always takes?|can't get enough of|appreciate|"
     r"finds? (?:\w+ ){1,3}(?:boring|annoying|tedious|relaxing|stressful|exhausting|fun|useless|overrated))\b",
     re.IGNORECASE)
 _EN_CONSTRAINT = re.compile(
     r"\b(?:allergic|allergy|intolerant|vegetarian|vegan|pescatarian|gluten-free|dairy-free|nut-free|halal|"
     r"kosher|diabetic|coeliac|celiac|(?:don't|doesn't|do not|does not|can't|cannot|never) (?:eat|drink|do|fly|"
     r"work)|avoid|only (?:takes?|answers?|eats?|drinks?|works?|uses?|reads?|accepts?|does)|sober|teetotal|"
-    r"makes? (?:me|him|her|them) (?:sick|ill|itchy|nauseous)|"
+    r"(?:makes?|keeps?) (?:me|him|her|them) (?:up|awake|sick|ill|itchy|nauseous)|"
     r"gives? (?:me|him|her|them) (?:a )?(?:headaches?|migraines?|hives))\b",
     re.IGNORECASE)
 _EN_RELATION = re.compile(
@@ -175,10 +177,11 @@ _EN_EVENT = re.compile(rf"^(?:(?i:the|our|my) [\w' -]{{1,40}}?|(?i:{_KIN})'s? [\
                        r"takes place)\b")
 # an imperative that follows from what was just said ("..., so avoid it in recipes")
 _EN_IMPERATIVE = re.compile(r"^(?:please\s+)?(?:schedule|book|keep|avoid|use|put|send|plan|skip|leave|pick|choose|"
-                            r"give|stop|don't|do not|never|always|make sure|no)\b", re.IGNORECASE)
+                            r"give|stop|don't|do not|never|always|make sure|no|remind me|tell me|warn me|ask me)\b",
+                            re.IGNORECASE)
 _EN_INSTRUCTION = re.compile(
     r"^(?:please\s+|just\s+)?(?:always|never|don't|do not|don't ever|stop|avoid|keep|use|call me|sign|answer|reply|"
-    r"respond|write|send|cc|put|address|refer to me|remember|be)\b"
+    r"respond|write|send|cc|put|address|refer to me|remember|be|say|speak)\b"
     r"|\b(?:from now on|going forward|in (?:the )?future|every time|each time|by default|whenever)\b|\balways$"
     r"|\bshould (?:go|be|come|start|begin|end|include|have|use|mention)\b", re.IGNORECASE)
 _NO_THING = r"no (?!idea|problem|worries|thanks|way|clue|rush|need|doubt|kidding)\w+"
@@ -205,7 +208,9 @@ _EN_NOT_DURABLE = re.compile(
     r"|^(?i:i|we) (?:think|guess|hope|feel like|wonder|bet|mean|know|believe|suppose|agree|see|understand|"
     r"just|was|were|did|had|forgot|need to|have to|should|must|might|may|could|'ll|will|'d|would)\b"
     r"|^(?i:i'm|i am|we're|we are) (?:sure|not sure|afraid|sorry|glad|happy|done|back|here|on it|stuck|late|"
-    r"going to|about to|so|really sorry|just|still)\b|^(?i:i've|we've) (?:just|been (?:thinking|wondering))\b"
+    r"going to|about to|so|really sorry|just|still|fine|ok|okay|good|great|home|ready|lost|confused|excited|"
+    r"nervous|worried|bored|busy|cold|hot|in|at|out|off|up|down|almost|nearly|free)\b"
+    r"|^(?i:i've|we've) (?:just|been (?:thinking|wondering))\b"
     r"|\b(?i:again|anymore|right now|at the moment|this week|for now|lol|haha)\b", re.IGNORECASE)
 _EN_INTENT = re.compile(r"\b(?:going to|planning|plan to|'ll be|will be|moving to|flying to)\b", re.IGNORECASE)
 _CONNECTOR = re.compile(r"^(?i:and|but|so|also|plus|oh|btw|honestly|frankly|personally|actually)\b[, ]*")
@@ -229,12 +234,15 @@ def _english(clause: str, *, first: bool) -> tuple[bool, bool]:
     if _EN_RELATION.search(c) or (_EN_WHEN.search(c) and (_EN_PLAN.search(c) or _EN_EVENT.match(c)) and not subject):
         return True, subject
     if _EN_WEAK_INSTRUCTION.search(c):
-        return True, False
+        return True, subject
+    if re.search(r"\b(?:makes?|keeps?|gives?) (?:me|him|her|them)\b", c, re.IGNORECASE) and _EN_CONSTRAINT.search(c):
+        return True, True  # "..., caffeine keeps me up": a clause of its own, with its own subject
     if _EN_FRAGMENT.match(c) and (first or _EN_CONSTRAINT.search(c)):
         return True, False
     if not subject and _EN_CONSTRAINT.search(c):
         return True, False
-    if _EN_PERSONAL.match(c) and not _EN_NOT_DURABLE.search(c) and len(c.split()) >= 3:
+    if (subject or _EN_PERSONAL.match(c)) and not _EN_NOT_DURABLE.search(c) \
+            and (len(c.split()) >= 3 or re.match(r"^(?i:i'm|we're|he's|she's) \w+$", c)):
         return True, True  # any other plain statement about the writer or their people
     return False, subject
 
@@ -253,7 +261,7 @@ _ZH_PREFERENCE = re.compile(r"喜欢|爱(?!人)|偏好|讨厌|不喜欢|不爱|�
 _ZH_STRONG_TASTE = re.compile(r"喜欢|偏好|讨厌|迷上|爱上|受不了|过敏|吃素|素食|不吃|不喝|只吃|只喝|不能吃|不能喝|吃不了|忌口")
 _ZH_CONSTRAINT = re.compile(r"过敏|吃素|素食|不吃|不喝|不能吃|不能喝|吃不了|喝不了|忌口|不能(?!不)|不在|没空(?!，)|"
                             r"戒了|戒烟|戒酒|血压|糖尿病|从来不|从不|不太能|不耐受|只(?:回|接|看|坐|住|吃|喝|用)|只能|"
-                            r"不方便|不行$")
+                            r"不方便|让我(?:睡不着|过敏|难受|头疼|头痛|不舒服|拉肚子)")
 _ZH_RELATION = re.compile(r"是我(?:们)?的|我(?:们)?(?:[\u4e00-\u9fff]{0,4}的)?[\u4e00-\u9fff]{1,4}(?:是|叫)[\u4e00-\u9fff]|"
                           r"[\u4e00-\u9fff]总是我们的")
 _ZH_FACT = re.compile(r"住在|在[\u4e00-\u9fff]{1,8}(?:工作|上班|上学|读书|做|开)|是[\u4e00-\u9fff]{1,4}人$|左撇子|右撇子|"
@@ -261,19 +269,20 @@ _ZH_FACT = re.compile(r"住在|在[\u4e00-\u9fff]{1,8}(?:工作|上班|上学|�
                       r"怀孕|岁了|上[一二三四五六七八九]年级|是[\u4e00-\u9fff]{1,6}(?:老师|医生|工程师|经理|律师|护士)|"
                       r"的车是|名叫|叫[\u4e00-\u9fff]{1,4}$|值夜班|耳朵|眼睛|长大|会说|一般|^我(?:们)?(?:家)?有|"
                       r"^我是(?!说)[\u4e00-\u9fff]{1,6}$")
-_ZH_WHEN = re.compile(r"早上|中午|下个?月|下下?周|下个?星期|下个?礼拜|明天|后天|明年|今年|年底|年初|月底|月初|这个?周末|周末|"
+_ZH_WHEN = re.compile(r"清明|五一|十一|圣诞|元宵|七夕|早上|中午|"
+                      r"下个?月|下下?周|下个?星期|下个?礼拜|明天|后天|明年|今年|年底|年初|月底|月初|这个?周末|周末|"
                       r"春节|国庆|元旦|中秋|端午|暑假|寒假|[一二三四五六七八九十\d]+月(?:份|底|初|中)?|下个?季度|"
                       r"[一二三四五六七八九十\d]+号|周[一二三四五六日天]|星期[一二三四五六日天]|[上下]午|晚上")
 _ZH_PLAN = re.compile(r"打算|计划|准备|预计|要去|要搬|要在|要带|要把|要考|去|回|飞|出差|搬|结婚|休|考|旅游|旅行|聚餐|约了|"
                       r"开会|会议|参观|见|来|出生|上学|上小学|上幼儿园|装修|复盘|大寿|生日|毕业|面试|考试|体检|手术|出发|"
-                      r"参加|婚礼|聚会|评审|答辩|上线|发布|交")
-_ZH_INSTRUCTION = re.compile(r"^(?:以后|今后|从现在起|从今以后|以后都|请(?!问)|记住|记得|所有|统一|汇报|邮件|行程|文件)|"
+                      r"参加|婚礼|聚会|评审|答辩|上线|发布|交|离职|入职|转岗|退休|到期|开学|放假")
+_ZH_INSTRUCTION = re.compile(r"^(?:以后|今后|从现在起|从今以后|以后都|请(?!问)|记住|所有|统一|汇报|邮件|行程|文件)|"
                              r"^[\u4e00-\u9fff]{0,12}?(?:(?<![特区告分级类个差鉴识性])别|不要|不用)|回(?:复|答)(?:请|要|用|时)|"
                              r"叫我|称呼我|以后都|都这样|每次|一律|统一|尽量|(?:多|少)(?:放|安排|用)|先说|直接找|都找|"
-                             r"安排在|放在|都要|的时候.{0,12}(?:就行|就好|请|要|用|叫)")
+                             r"安排在|放在|每[\u4e00-\u9fff]{0,8}都要|都(?:给我|帮我)|的时候.{0,12}(?:就行|就好|请|要|用|叫)")
 _ZH_NOT_DURABLE = re.compile(r"^我(?:们)?(?:觉得|想|猜|估计|感觉|希望|看(?!不)|知道|明白|认为|以为|刚|正在忙|马上|这就|先|"
                               r"会尽快|得|该|去(?!年)|来)|"
-                              r"又|再也|了吗|吧$|啊$|呀$|哈+$")
+                              r"又|再也|了吗|吧$|啊$|呀$|哈+$|错了|不知道")
 # the writer (after at most a short topic: "隔音差的酒店我睡不好"), not as an object ("帮我", "跟我们")
 _ZH_PERSONAL = re.compile(rf"^(?:[\u4e00-\u9fff]{{0,8}}?(?<![给帮让叫告诉提醒跟和与对陪把被替])我|我{_ZH_PERSON}|他|她)")
 _ZH_GENERIC = re.compile(r"^(?:大家|人们|很多人|大多数人|有人|谁都|人人|一般人)")
@@ -286,7 +295,7 @@ def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
     subject = bool(_ZH_SUBJECT.match(c))
     if _ZH_REQUEST.match(c) or _ZH_GENERIC.match(c):
         return False, True  # a one-off request or a saying about everyone: it ends any memory before it
-    if _CONTRAST.match(c):
+    if re.match(r"^(?:不用|而不是|不是)", c):
         return True, False  # "..., 不用钉钉": the other half of what was just said
     if _ZH_INSTRUCTION.search(c):
         return True, True
@@ -299,6 +308,10 @@ def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
         return True, True
     if _ZH_RELATION.search(c):
         return True, subject
+    if re.search(r"[\u4e00-\u9fff]让我", c) and _ZH_CONSTRAINT.search(c):
+        return True, True  # "..., 咖啡因让我睡不着"
+    if _ZH_WHEN.search(c) and re.search(r"不行|不方便|没空|不在", c):
+        return True, subject  # "早上九点前不行"
     if _ZH_WHEN.search(c) and _ZH_PLAN.search(c):
         return True, subject
     if not subject and (_ZH_CONSTRAINT.search(c) or _ZH_STRONG_TASTE.search(c)
@@ -318,7 +331,7 @@ _HAN = re.compile(r"[\u4e00-\u9fff]")
 _QUESTION_TAIL = re.compile(r"^(?i:any|can you|could you|would you|will you|what|how|which|where|who|when|is there|are there|"
                             r"do you|should i)\b|^(?:帮我|请帮我|你能|能不能|可以|有没有|请问)")
 _QUALIFIER = re.compile(r"^(?i:even|unless|except|especially)\b")
-_CONTRAST = re.compile(r"^(?i:not|rather than|instead of)\b|^(?:不用|而不是|不是)")
+_CONTRAST = re.compile(r"^(?i:not|rather than|instead of)\b|^(?:不用|而不是|不是|别|不要)")
 
 
 def _statements(text: str, start: int, end: int) -> list[tuple[int, int]]:
