@@ -93,7 +93,7 @@ _EN_QUESTION = re.compile(
     r"will|shall|should|have|has|any)\b(?!['’]t)", re.IGNORECASE)
 _EN_NOT_A_STATEMENT = re.compile(
     r"(?<!even )\b(?:if(?! (?:possible|you can|it's possible))|imagine|suppose|supposing|pretend|let's say|"
-    r"in theory|i wish|wish i|what if|as an ai|in an ideal world|"
+    r"in theory|i wish|wish i|what if|as an ai|in an ideal world|someday|some day|one day|they say|people say|"
     r"here is|here's|here are|let me|happy to help|hope this helps|you're welcome|let me know|"
     r"remind me to|as a language model|as requested|for you|to your|attached)\b"
     r"|^(?:sure|certainly|of course|absolutely|great question|good question)\b",
@@ -163,7 +163,8 @@ _EN_WHEN = re.compile(
     rf"\b(?:next (?:week|month|year|{_DAY}|{_MONTH})|this (?:summer|winter|spring|autumn|fall|week|month|year|{_DAY})|"
     rf"tomorrow|(?:in|by|until|from|before|after|early|late|mid) {_MONTH}|{_MONTH} \d{{1,2}}\b|"
     rf"\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}|(?:on|for|by|until) (?:the )?\d{{1,2}}(?:st|nd|rd|th)|(?:on )?{_DAY}\b|"
-    rf"over (?:christmas|easter|the holidays|new year)|the week after next|in \d+ (?:days|weeks|months)|"
+    rf"(?:over|at|for) (?:christmas|easter|the holidays|new year|thanksgiving|diwali|eid)|the week after next|"
+    rf"in \d+ (?:days|weeks|months)|"
     rf"at \d{{1,2}}(?::\d\d)?\s*(?:am|pm)?|\d{{1,2}}(?::\d\d)?\s*(?:am|pm))", re.IGNORECASE)
 _EN_PLAN = re.compile(
     r"\b(?:going to|planning|plan to|plans to|will|'ll|flying|fly|heading|moving|visiting|visit|trip|travel|"
@@ -183,7 +184,8 @@ _EN_INSTRUCTION = re.compile(
     r"^(?:please\s+|just\s+)?(?:always|never|don't|do not|don't ever|stop|avoid|keep|use|call me|sign|answer|reply|"
     r"respond|write|send|cc|put|address|refer to me|remember|be|say|speak)\b"
     r"|\b(?:from now on|going forward|in (?:the )?future|every time|each time|by default|whenever)\b|\balways$"
-    r"|\bshould (?:go|be|come|start|begin|end|include|have|use|mention)\b", re.IGNORECASE)
+    r"|\bshould (?:go|be|come|start|begin|end|include|have|use|mention)\b|\b(?:needs? to|must|has to|have to) be\b",
+    re.IGNORECASE)
 _NO_THING = r"no (?!idea|problem|worries|thanks|way|clue|rush|need|doubt|kidding)\w+"
 _EN_WEAK_INSTRUCTION = re.compile(
     rf"^{_NO_THING}|, not \w+|\bnot \w+ \w+$|\bin (?:english|spanish|french|german|dutch|chinese|japanese|korean|"
@@ -192,7 +194,8 @@ _EN_FRAGMENT = re.compile(  # memories said without a subject
     r"^(?:vegetarian|vegan|pescatarian|gluten-free|dairy-free|nut-free|halal|kosher|lactose-free|"
     rf"(?:coffee|tea)(?! (?:is|are|was|has|makes))|aisle seat|window seat|{_NO_THING}|"
     r"planning|moving|heading|flying|travelling|traveling|visiting|going|dentist|doctor|dinner|lunch|"
-    r"breakfast|meeting|flight|trip|emails?|markdown|meeting notes)\b", re.IGNORECASE)
+    r"breakfast|meeting|flight|trip|emails?|markdown|meeting notes)\b(?!.*\b(?:is|are|was|were|has|have)\b)",
+    re.IGNORECASE)
 _EN_PASSING = re.compile(
     r"\b(?:today|tonight|right now|this morning|just had|just got back|just woke|at the moment|in a rush|in a meeting|"
     r"was late|long day|tired|hungry|sleepy|busy now|went well)\b", re.IGNORECASE)
@@ -211,7 +214,8 @@ _EN_NOT_DURABLE = re.compile(
     r"going to|about to|so|really sorry|just|still|fine|ok|okay|good|great|home|ready|lost|confused|excited|"
     r"nervous|worried|bored|busy|cold|hot|in|at|out|off|up|down|almost|nearly|free)\b"
     r"|^(?i:i've|we've) (?:just|been (?:thinking|wondering))\b"
-    r"|\b(?i:again|anymore|right now|at the moment|this week|for now|lol|haha)\b", re.IGNORECASE)
+    r"|^(?i:i've|we've) had\b|^(?i:i'm|we're) (?!trying|learning|studying|training|working)\w+ing\b"
+    r"|\b(?i:again|already|yet|right now|at the moment|this week|for now|on my way|lol|haha)\b", re.IGNORECASE)
 _EN_INTENT = re.compile(r"\b(?:going to|planning|plan to|'ll be|will be|moving to|flying to)\b", re.IGNORECASE)
 _CONNECTOR = re.compile(r"^(?i:and|but|so|also|plus|oh|btw|honestly|frankly|personally|actually)\b[, ]*")
 _LEADING_WHEN = re.compile(rf"^(?:{_EN_WHEN.pattern})[, ]+", re.IGNORECASE)
@@ -242,7 +246,7 @@ def _english(clause: str, *, first: bool) -> tuple[bool, bool]:
     if not subject and _EN_CONSTRAINT.search(c):
         return True, False
     if (subject or _EN_PERSONAL.match(c)) and not _EN_NOT_DURABLE.search(c) \
-            and (len(c.split()) >= 3 or re.match(r"^(?i:i'm|we're|he's|she's) \w+$", c)):
+            and (len(c.split()) >= 3 or re.match(r"^(?i:i'm|we're|he's|she's) [\w-]+$", c)):
         return True, True  # any other plain statement about the writer or their people
     return False, subject
 
@@ -261,7 +265,7 @@ _ZH_PREFERENCE = re.compile(r"喜欢|爱(?!人)|偏好|讨厌|不喜欢|不爱|�
 _ZH_STRONG_TASTE = re.compile(r"喜欢|偏好|讨厌|迷上|爱上|受不了|过敏|吃素|素食|不吃|不喝|只吃|只喝|不能吃|不能喝|吃不了|忌口")
 _ZH_CONSTRAINT = re.compile(r"过敏|吃素|素食|不吃|不喝|不能吃|不能喝|吃不了|喝不了|忌口|不能(?!不)|不在|没空(?!，)|"
                             r"戒了|戒烟|戒酒|血压|糖尿病|从来不|从不|不太能|不耐受|只(?:回|接|看|坐|住|吃|喝|用)|只能|"
-                            r"不方便|让我(?:睡不着|过敏|难受|头疼|头痛|不舒服|拉肚子)")
+                            r"不方便|让我(?:睡不着|过敏|难受|头疼|头痛|不舒服|拉肚子)|得是|必须是|必须要")
 _ZH_RELATION = re.compile(r"是我(?:们)?的|我(?:们)?(?:[\u4e00-\u9fff]{0,4}的)?[\u4e00-\u9fff]{1,4}(?:是|叫)[\u4e00-\u9fff]|"
                           r"[\u4e00-\u9fff]总是我们的")
 _ZH_FACT = re.compile(r"住在|在[\u4e00-\u9fff]{1,8}(?:工作|上班|上学|读书|做|开)|是[\u4e00-\u9fff]{1,4}人$|左撇子|右撇子|"
@@ -282,9 +286,10 @@ _ZH_INSTRUCTION = re.compile(r"^(?:以后|今后|从现在起|从今以后|以�
                              r"安排在|放在|每[\u4e00-\u9fff]{0,8}都要|都(?:给我|帮我)|的时候.{0,12}(?:就行|就好|请|要|用|叫)")
 _ZH_NOT_DURABLE = re.compile(r"^我(?:们)?(?:觉得|想|猜|估计|感觉|希望|看(?!不)|知道|明白|认为|以为|刚|正在忙|马上|这就|先|"
                               r"会尽快|得|该|去(?!年)|来)|"
-                              r"又|再也|了吗|吧$|啊$|呀$|哈+$|错了|不知道")
+                              r"又|再也|了吗|吧$|啊$|呀$|哈+$|错了|不知道|够了|[要快会]迟到|已经[\u4e00-\u9fff]{0,3}过了")
 # the writer (after at most a short topic: "隔音差的酒店我睡不好"), not as an object ("帮我", "跟我们")
-_ZH_PERSONAL = re.compile(rf"^(?:[\u4e00-\u9fff]{{0,8}}?(?<![给帮让叫告诉提醒跟和与对陪把被替])我|我{_ZH_PERSON}|他|她)")
+_ZH_PERSONAL = re.compile(rf"^(?:(?!那是|这是|那就|这就)[\u4e00-\u9fff]{{0,8}}?(?<![给帮让叫告诉提醒跟和与对陪把被替])我"
+                          rf"|我{_ZH_PERSON}|他|她)")
 _ZH_GENERIC = re.compile(r"^(?:大家|人们|很多人|大多数人|有人|谁都|人人|一般人)")
 _ZH_REQUEST = re.compile(r"^(?:请)?(?:帮我|给我|帮忙|麻烦)(?![\u4e00-\u9fff]{0,10}的时候)")
 _ZH_PASSING = re.compile(r"今晚|晚点|回头|待会|一会儿|今天|刚才|刚|现在|这会儿|最近|累|饿|困|堵|在开车|没空")
@@ -295,7 +300,7 @@ def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
     subject = bool(_ZH_SUBJECT.match(c))
     if _ZH_REQUEST.match(c) or _ZH_GENERIC.match(c):
         return False, True  # a one-off request or a saying about everyone: it ends any memory before it
-    if re.match(r"^(?:不用|而不是|不是)", c):
+    if re.match(r"^(?:不用|而不是|不是|也不要|也不)", c):
         return True, False  # "..., 不用钉钉": the other half of what was just said
     if _ZH_INSTRUCTION.search(c):
         return True, True
@@ -373,7 +378,8 @@ def memory_spans(text: str) -> list[tuple[int, int]]:
             if consequence and group is not None and _EN_IMPERATIVE.match(_CONNECTOR.sub("", piece)) \
                     and not re.search(r"\bkeep (?:that|this|it) in mind\b", piece, re.IGNORECASE):
                 opens, own_subject = True, True  # "I'm allergic to cats, so no pet-friendly rentals"
-            if group is None and i > 0 and _CONTRAST.match(piece):
+            if group is None and i > 0 and _CONTRAST.match(piece) \
+                    and not re.search(r"是|\b(?:is|are)\b", text[parts[i - 1][0]:parts[i - 1][1]]):
                 group = [parts[i - 1][0], b]  # "Weekly reports go to Hannah, not to me"
             elif opens and (own_subject or group is None or consequence):
                 if group is not None:
