@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "extraction"
 FILES = ("en.txt", "zh.txt", "en-fresh.txt", "zh-fresh.txt", "en-fresh2.txt", "zh-fresh2.txt", "en-fresh3.txt",
-         "zh-fresh3.txt", "en-fresh4.txt", "zh-fresh4.txt")
-SPLITS = ("dev", "heldout", "fresh", "fresh2", "fresh3", "fresh4")
+         "zh-fresh3.txt", "en-fresh4.txt", "zh-fresh4.txt", "en-fresh5.txt", "zh-fresh5.txt")
+SPLITS = ("dev", "heldout", "fresh", "fresh2", "fresh3", "fresh4", "fresh5")
 
 
 @dataclass(frozen=True)
