@@ -217,6 +217,25 @@ def scripted_answers(messages: list[Message]) -> dict[str, list[dict[str, str]]]
     return answers
 
 
+ADVERSARIAL = {  # 8 KB inputs that would be slow for careless patterns (receipts are at most ENGRAM_MAX_TEXT_BYTES)
+    "one 8,000-letter word": "a" * 8000 + ".",
+    "680 clauses in one sentence": "I like tea, " * 680,
+    "2,000 abbreviations": "Mr. " * 2000,
+    "1,100 quoted commas": '"a, b" ' * 1100,
+    "2,000 times 1:2": "1:2 " * 2000,
+    "540 Chinese clauses": "我喜欢茶，" * 540,
+    "8,000 ideographs": "我" * 2700,
+}
+
+
+def adversarial(extract: Callable[[str], list[str]]) -> None:
+    print("| adversarial input | bytes | ms |\n|---|---|---|")
+    for name, text in ADVERSARIAL.items():
+        began = time.perf_counter()
+        extract(text)
+        print(f"| {name} | {len(text.encode())} | {(time.perf_counter() - began) * 1000:.1f} |")
+
+
 def print_report(outcomes: list[Outcome], *, misses: bool) -> None:
     def row(label: str, t: Tally) -> str:
         return (f"| {label} | {t.expected} | {t.found} | {t.recall:.3f} | {t.proposals} | {t.correct} | "
@@ -309,6 +328,9 @@ def main() -> None:
         print(f"the model answered {answered['proposals']} proposals; {kept} passed the server's checks")
     print()
     print_report(outcomes, misses=args.misses)
+    if args.extractor == "rules":
+        print()
+        adversarial(extract)
 
 
 if __name__ == "__main__":

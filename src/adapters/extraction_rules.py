@@ -33,7 +33,7 @@ def sentences(text: str) -> Iterator[tuple[int, int]]:
     start = 0
     for m in _SENTENCE_END.finditer(text):
         if m.group() == ".":
-            word = re.search(r"([\w.]+)$", text[start:m.start()])
+            word = re.search(r"([\w.]+)$", text[max(start, m.start() - 8):m.start()])  # bounded: stays linear
             if word and (word.group(1).lower() in _ABBREVIATIONS or len(word.group(1)) == 1):
                 continue  # "Mr. Chen", "Best, R." : not the end of a sentence
             if m.end() < len(text) and text[m.end()].isdigit():
@@ -358,6 +358,7 @@ def memory_spans(text: str) -> list[tuple[int, int]]:
         parts = _statements(text, s_start, s_end)
         if not parts:
             continue
+        whole = parts[-1][1] == clauses(text, s_start, s_end)[-1][1]  # not a statement before a question
         apposition = _APPOSITION.match(text, s_start, s_end)
         if apposition:  # "Ana, my accountant, wants ...": one clause, and the apposition a memory of its own
             spans.append((s_start, apposition.end()))
@@ -392,6 +393,6 @@ def memory_spans(text: str) -> list[tuple[int, int]]:
                     spans.append((group[0], group[1]))
                 group = None
         if group is not None:
-            end = s_end if group[1] == parts[-1][1] else group[1]
+            end = s_end if whole and group[1] == parts[-1][1] else group[1]
             spans.append((group[0], end))  # the sentence's own full stop belongs to its last memory
     return spans
