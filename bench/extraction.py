@@ -11,7 +11,7 @@ punctuation), positions compared within the message. Matching is one to one, bes
 each expected memory is matched at most once, and a proposal matching nothing (a duplicate
 included) is a false positive. Precision = correct / proposals; recall = matched / expected.
 
-`--extractor llm` starts the suite's fake OpenAI-compatible server (tests/fake_llm.py), which answers
+`--extractor llm` (without `--llm-url`) starts the suite's fake OpenAI-compatible server (tests/fake_llm.py), which answers
 each message with its labelled memories plus, for every fifth message, a quote that is not in it;
 the proposals then pass the server's own checks (`accept_proposals`). It checks the plumbing (exact
 quotes kept, invented quotes dropped), not a real model's quality.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 import time
 import unicodedata
@@ -288,6 +289,9 @@ def main() -> None:
     ap.add_argument("--extractor", choices=("rules", "llm"), default="rules")
     ap.add_argument("--split", choices=("all", *SPLITS), default="all")
     ap.add_argument("--misses", action="store_true", help="print each missed and false quote")
+    ap.add_argument("--llm-url", help="with --extractor llm: a real OpenAI-compatible endpoint instead of the test double "
+                                      "(API key from ENGRAM_LLM_API_KEY)")
+    ap.add_argument("--llm-model", default="test-model")
     args = ap.parse_args()
     messages = [m for m in load() if args.split in ("all", m.split)]
     print(f"{len(messages)} messages ({sum(m.lang == 'en' for m in messages)} en, "
@@ -304,10 +308,12 @@ def main() -> None:
 
         from fake_llm import FakeLLM
 
-        fake = FakeLLM().start()
-        stop = fake.stop
-        fake.proposals.update(scripted_answers(messages))
-        llm, policy = OpenAIExtractor(fake.url, "test-model"), ContentRules()
+        url = args.llm_url
+        if url is None:
+            fake = FakeLLM().start()
+            stop, url = fake.stop, fake.url
+            fake.proposals.update(scripted_answers(messages))
+        llm, policy = OpenAIExtractor(url, args.llm_model, os.environ.get("ENGRAM_LLM_API_KEY")), ContentRules()
         answered = {"proposals": 0}
 
         def extract(text: str) -> list[str]:
