@@ -3,9 +3,10 @@
 A message is cut into sentences, a sentence into clauses. A sentence that asks, supposes or reads like
 an assistant's answer is skipped whole. A clause *opens* a memory when it has a memory predicate
 (a preference, plan, relation, constraint, standing instruction or durable fact), said of the writer,
-of someone the writer names ("my wife", "老板", "Priya"), or as a bare fragment ("vegetarian, no fish").
-A short clause without a subject of its own continues the memory before it ("..., mostly Kyoto").
-Every span is a slice of the message, so quotes are always exact.
+of someone the writer names ("my wife", "老板", "Priya"), or as a bare fragment ("vegetarian, no fish");
+so does any other plain statement about the writer or their people that is not an opinion, a wish or
+a passing state. A short clause without a subject of its own continues the memory before it
+("..., mostly Kyoto"). Every span is a slice of the message, so quotes are always exact.
 """
 
 from __future__ import annotations
