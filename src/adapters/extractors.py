@@ -8,6 +8,9 @@ from typing import Protocol
 from engram.domain.extraction import Extraction, Proposal, Usage
 
 from .chat_model import ChatModel, ModelError
+from .extraction_rules import memory_spans
+
+_CONNECTOR = re.compile(r"^(?:(?i:and|so|but|also|plus|oh|btw|by the way)\b[, ]*|(?:另外|还有|对了|而且|所以|但是|不过)[，,]?)")
 
 ExtractorError = ModelError  # the model call failed; whatever it cost is unknown
 
@@ -22,45 +25,26 @@ class Extractor(Protocol):
     def extract(self, text: str) -> Extraction: ...
 
 
-_SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
-_EN = re.compile(
-    r"^(?:(?:also|and|oh|btw|by the way|so|but)[, ]+)?(?:"
-    r"i\s+(?:really\s+|usually\s+|generally\s+)?(?:prefer|like|love|enjoy|hate|dislike|don't like|do not like|"
-    r"always|never|want|need|am allergic|work)\b"
-    r"|i'm\s+(?:allergic|vegetarian|vegan|based|left-handed)\b"
-    r"|my\s+[\w' -]{1,40}?\s+(?:is|are|was)\b"
-    r"|from now on\b|going forward\b|in (?:the )?future\b"
-    r"|(?:please\s+)?remember(?:\s+that)?\b"
-    r"|(?:please\s+)?(?:always|never)\s+\w+"
-    r"|call me\b)",
-    re.IGNORECASE,
-)
-_ZH = re.compile(r"^(?:另外|还有|对了|而且)?[，,]?(?:我(?:很|也|更|比较|一直|总是|从不|不)?(?:喜欢|偏好|讨厌|习惯|爱|想要|需要)"
-                 r"|我的.{1,20}?是|以后|今后|从现在起|从今以后|请记住|记住|请(?:一直|总是|不要)|我(?:总是|从不|一般))")
-
-
 class RuleExtractor:
-    """First-person statements, preferences and standing instructions, English and Chinese.
+    """Preferences, plans, relations, constraints, standing instructions and durable facts, in English and
+    Chinese, said in the first person, of someone the person names, or as a bare fragment (ADR 0025).
 
-    Each proposal is one sentence of the message, quoted exactly. Questions are skipped.
+    Each proposal is a span of the message (a sentence or a clause), quoted exactly. Questions,
+    hypotheticals and one-off requests are skipped.
     """
 
     name = "rules"
-    model = "rules-v1"
+    model = "rules-v2"
 
     def estimate_tokens(self, text: str) -> int:
         return max(1, len(text.encode("utf-8")) // 4)
 
     def extract(self, text: str) -> Extraction:
         proposals = []
-        for m in _SENTENCE.finditer(text):
-            raw = m.group()
-            start = m.start() + (len(raw) - len(raw.lstrip()))
-            quote = text[start:m.end()].rstrip()
-            if not quote or quote.endswith(("?", "？")):
-                continue
-            body = quote.rstrip(".!。！")
-            if _EN.search(body) or _ZH.search(body):
+        for start, end in memory_spans(text):
+            quote = text[start:end]
+            body = _CONNECTOR.sub("", quote.rstrip(".!。！；; "))  # the quote keeps "and", the memory need not
+            if body:
                 proposals.append(Proposal(text=body, quote=quote))
         used = self.estimate_tokens(text)
         return Extraction(proposals=proposals, usage=Usage(prompt_tokens=used, completion_tokens=0), model=self.model)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-
 from datetime import date
 
 from engram.adapters.blind_index import WEIGHT_DAY, WEIGHT_PREFIX, BlindIndex, index_terms, terms, weighted_terms
