@@ -61,7 +61,7 @@ def _absolute(text: str, today: date) -> list[date]:
     days = []
     for year, month, day in named:
         try:
-            found = date(year or today.year, month, day)
+            found = date(today.year if year is None else year, month, day)
             if year is None and found > today:
                 found = date(today.year - 1, month, day)
         except ValueError:
