@@ -154,6 +154,12 @@ class BlindIndex:
         digest = hmac.new(self._key(company), b"message\x00" + cited.encode(), hashlib.sha256).digest()
         return "m" + digest[:16].hex()
 
+    def tags(self, company: str, tags: Iterable[str]) -> list[int]:
+        """Tags as the views keep them for filtering: keyed like the terms, with their own prefix, so a
+        tag never equals a word of the text; compared exactly after NFKC and case folding."""
+        found = {self.blind(company, "#\x00" + unicodedata.normalize("NFKC", t).casefold()) for t in tags}
+        return sorted(found)
+
     def sources(self, company: str, source_ids: Iterable[str]) -> list[str]:
         return sorted(self.source(company, s) for s in source_ids)
 

@@ -72,6 +72,11 @@ class MasterKey:
         """Keys the ids of imported memories: the same record gets the same id, and an id reveals no text."""
         return hmac.new(self._key, b"engram-import:" + company.encode(), hashlib.sha256).digest()
 
+    def remember_key(self, company: str) -> bytes:
+        """Keys the ids of remembered memories: the same text from the same message gets the same id
+        (a repeated request stores nothing new), and an id reveals no text."""
+        return hmac.new(self._key, b"engram-remember:" + company.encode(), hashlib.sha256).digest()
+
     def hindsight_signing_key(self) -> Ed25519PrivateKey:
         """Signs the service tokens Hindsight's Engram guard accepts; only its public half leaves Engram."""
         seed = hmac.new(self._key, b"engram-hindsight-service-token", hashlib.sha256).digest()

@@ -168,7 +168,7 @@ class Engram:
         memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(),
                                  max_text_bytes=settings.max_text_bytes,
                                  candidate_ttl=timedelta(days=settings.candidate_ttl_days),
-                                 links=MemoryLinks(ledger, LinkQueries(datastore)))
+                                 links=MemoryLinks(ledger, LinkQueries(datastore)), remember_key=master.remember_key)
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
         learning = LearningService(memories, inbox, budget, extractor, LearningRules(limits=daily_limits(settings)))

@@ -65,6 +65,7 @@ class _MemoryFields(BaseModel):
     evidence: list[EvidenceOut]
     created_at: Timestamp
     updated_at: Timestamp
+    tags: list[str] = Field(default_factory=list, description="as remembered; [] once forgotten")
 
 
 class LinkOut(BaseModel):

@@ -72,9 +72,15 @@ class SourceIn(BaseModel):
     message_id: Id | None = None
 
 
+Tag = Annotated[StrictStr, Field(min_length=1, max_length=64, json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f]+$"})]
+Tags = Annotated[list[Tag], Field(max_length=16, description="up to 16 tags of 1 to 64 characters; stored sealed like "
+                                                               "the text; as a filter a memory matches when it has all")]
+
+
 class RememberIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
     text: Text
+    tags: Tags = Field(default_factory=list)
     explicit: StrictBool = True
     source: SourceIn
     occurred_at: Instant | None = None
@@ -106,6 +112,7 @@ class RecallIn(BaseModel):
     as_of: Instant | None = None
     max_bytes: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 17_500
     limit: Annotated[int, Field(strict=True, ge=1, le=200)] = 20
+    tags: Tags = Field(default_factory=list)
 
 
 class TeamIn(BaseModel):

@@ -33,6 +33,10 @@ class InvalidScope(DomainError):
     code, status, title = "invalid_scope", 422, "Scope is not valid"
 
 
+class InvalidTags(DomainError):
+    code, status, title = "invalid_tags", 422, "Tags are not valid"
+
+
 class InvalidValidTime(DomainError):
     code, status, title = "invalid_valid_time", 422, "Valid time is not valid"
 

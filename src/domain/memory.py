@@ -15,6 +15,7 @@ from uuid import UUID, uuid4
 from eventsourcing.domain import Aggregate
 
 from .errors import (
+    InvalidTags,
     InvalidValidTime,
     MemoryForgotten,
     NotACandidate,
@@ -37,6 +38,27 @@ SUPERSEDE = "supersede"
 REPLACE = "replace"
 
 
+def tags_of(event: object) -> list[str]:
+    """A creation event's tags: [] for events stored before tags existed, and once forgotten."""
+    return list(getattr(event, "tags", None) or [])
+
+
+MAX_TAGS = 16
+MAX_TAG_LENGTH = 64
+
+
+def check_tags(tags: list[str] | None) -> list[str]:
+    """At most 16 distinct tags of 1 to 64 printable characters, in the order given."""
+    found = list(dict.fromkeys(tags or []))
+    if len(found) > MAX_TAGS:
+        raise InvalidTags(f"at most {MAX_TAGS} tags")
+    for tag in found:
+        if not isinstance(tag, str) or not 1 <= len(tag) <= MAX_TAG_LENGTH or any(
+                ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in tag):
+            raise InvalidTags(f"a tag is 1 to {MAX_TAG_LENGTH} printable characters")
+    return found
+
+
 def check_valid_time(valid_from: datetime | None, valid_to: datetime | None) -> None:
     check_instant(valid_from, "valid_from")
     check_instant(valid_to, "valid_to")
@@ -53,6 +75,7 @@ class Memory(Aggregate):
         team: str | None
         source: dict[str, Any] | None  # None once forgotten: sealed like the text (ADR 0019)
         evidence: list[dict[str, Any]] | None  # None once forgotten: it replays without its key
+        tags: list[str]  # sealed like the text; empty once forgotten
         status: str
         review: str
         expires_at: datetime | None
@@ -67,7 +90,7 @@ class Memory(Aggregate):
     class Created(Event, Aggregate.Created):
         """Common shape of the two ways a memory comes to be."""
 
-        personal_fields = ("text", "evidence", "source")
+        personal_fields = ("text", "evidence", "source", "tags")
         company: str
         person: str
         visibility: str
@@ -77,9 +100,11 @@ class Memory(Aggregate):
         evidence: list[dict[str, Any]] | None
         valid_from: datetime | None
         valid_to: datetime | None
+        tags: list[str] | None  # absent from events stored before tags: read with `tags_of`
 
         def apply(self, memory: Memory) -> None:
             memory.company = self.company
+            memory.tags = tags_of(self)
             memory.person = self.person
             memory.visibility = self.visibility
             memory.team = self.team
@@ -220,6 +245,7 @@ class Memory(Aggregate):
         actor: str,
         at: datetime,
         id: UUID | None,
+        tags: list[str] | None = None,
         **extra: Any,
     ) -> Memory:
         check_valid_time(valid_from, valid_to)
@@ -227,28 +253,30 @@ class Memory(Aggregate):
             event_class, id=id or uuid4(), timestamp=at, actor=actor,
             company=scope.company, person=scope.person, visibility=scope.visibility, team=scope.team,
             source=dict(source), text=text, evidence=evidence, valid_from=valid_from, valid_to=valid_to,
-            **extra,
+            tags=check_tags(tags) or None, **extra,
         )
 
     @classmethod
     def remember(
         cls, *, scope: Scope, source: dict[str, Any], text: str, evidence: list[dict[str, Any]],
         valid_from: datetime | None, valid_to: datetime | None, actor: str, at: datetime, id: UUID | None = None,
+        tags: list[str] | None = None,
     ) -> Memory:
         """An explicit request to remember: confirmed at once, exactly as stated."""
         return cls._begin(cls.Remembered, scope=scope, source=source, text=text, evidence=evidence,
-                          valid_from=valid_from, valid_to=valid_to, actor=actor, at=at, id=id)
+                          valid_from=valid_from, valid_to=valid_to, actor=actor, at=at, id=id, tags=tags)
 
     @classmethod
     def propose(
         cls, *, scope: Scope, source: dict[str, Any], text: str, evidence: list[dict[str, Any]], review: str,
         expires_at: datetime | None, actor: str, at: datetime, valid_from: datetime | None = None,
         valid_to: datetime | None = None, id: UUID | None = None, receipt: str | None = None,
+        tags: list[str] | None = None,
     ) -> Memory:
         """A candidate for the person to review."""
         return cls._begin(cls.Proposed, scope=scope, source=source, text=text, evidence=evidence,
                           valid_from=valid_from, valid_to=valid_to, actor=actor, at=at, id=id,
-                          review=review, expires_at=expires_at, receipt=receipt)
+                          review=review, expires_at=expires_at, receipt=receipt, tags=tags)
 
     # -- views of state -------------------------------------------------------
 

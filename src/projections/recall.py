@@ -25,6 +25,7 @@ from engram.domain.memory import (
     Memory,
     answer_periods,
     purge_id_of,
+    tags_of,
 )
 
 from .base import View, ViewProjection
@@ -51,8 +52,12 @@ CREATE TABLE IF NOT EXISTS engram_memories (
     updated_at timestamptz NOT NULL,
     forget_id text,
     occurred_at timestamptz,         -- when it was said (its first evidence): its day is a term, its turn an order
-    asks boolean NOT NULL DEFAULT false  -- its text is a question: the memory said next may answer it
+    asks boolean NOT NULL DEFAULT false,  -- its text is a question: the memory said next may answer it
+    sealed_tags bytea,               -- its tags, sealed under its key
+    tag_terms bigint[] NOT NULL DEFAULT '{}'  -- BlindIndex.tag of each: what `tags` filters match
 );
+CREATE INDEX IF NOT EXISTS engram_memories_tags ON engram_memories USING gin (tag_terms)
+    WHERE cardinality(tag_terms) > 0;
 CREATE INDEX IF NOT EXISTS engram_memories_conversation
     ON engram_memories (company, person, source_blind, occurred_at) WHERE source_blind IS NOT NULL;
 CREATE INDEX IF NOT EXISTS engram_memories_owner
@@ -157,6 +162,7 @@ class RecallProjection(ViewProjection):
 
     def _created(self, curs: Cursor[Any], e: Memory.Created, status: str, review: str) -> None:
         key = self.keys.get(e.originator_id) if e.text is not None else None
+        tags = tags_of(e)
         sealed_text = seal_for_view(key, e.originator_id, "text", e.text) if key else None
         sealed_evidence = seal_for_view(key, e.originator_id, "evidence", e.evidence) if key else None
         # The source only sealed, and its id blinded for the queries that filter on it (ADR 0019).
@@ -166,12 +172,14 @@ class RecallProjection(ViewProjection):
         curs.execute(
             "INSERT INTO engram_memories (memory_id, company, person, visibility, team, sealed_source, "
             "source_blind, status, review, revision, sealed_text, sealed_evidence, valid_from, valid_to, "
-            "time_uncertain, created_at, updated_at, occurred_at, asks) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,1,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (memory_id) DO NOTHING",
+            "time_uncertain, created_at, updated_at, occurred_at, asks, sealed_tags, tag_terms) "
+            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,1,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (memory_id) DO NOTHING",
             (
                 e.originator_id, e.company, e.person, e.visibility, e.team, sealed_source, blind, status,
                 review, sealed_text, sealed_evidence, e.valid_from, e.valid_to, e.valid_from is None,
                 e.timestamp, e.timestamp, said_at(e.evidence) if key else None, asks(e.text) if key else False,
+                seal_for_view(key, e.originator_id, "tags", tags) if key and tags else None,
+                self.index.tags(e.company, tags) if key else [],
             ),
         )
         self._insert_revision(curs, e.originator_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
@@ -240,7 +248,7 @@ class RecallProjection(ViewProjection):
         revisions = curs.rowcount
         curs.execute(
             "UPDATE engram_memories SET status = %s, sealed_text = NULL, sealed_evidence = NULL, "
-            "occurred_at = NULL, asks = false, "
+            "occurred_at = NULL, asks = false, sealed_tags = NULL, tag_terms = '{}', "
             # source_blind stays: forgetting its source again answers with this memory's forget id (ADR 0019)
             "sealed_source = NULL, forget_id = %s, updated_at = %s WHERE memory_id = %s RETURNING company, person",
             (status, e.forget_id if status == FORGOTTEN else None, e.timestamp, e.originator_id),

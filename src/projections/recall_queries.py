@@ -27,6 +27,8 @@ hits AS MATERIALIZED (
       AND coalesce(source_blind, '') <> ALL(%(revoked)s)
       AND (answer_from IS NULL OR answer_from <= %(as_of)s)
       AND (answer_to IS NULL OR answer_to > %(as_of)s)
+      AND (cardinality(%(tags)s::bigint[]) = 0 OR memory_id IN (SELECT memory_id FROM engram_memories
+           WHERE company = %(company)s AND person = %(person)s AND tag_terms @> %(tags)s::bigint[]))
 ),
 df AS MATERIALIZED (SELECT term, count(*)::float8 AS df FROM hits GROUP BY term),
 scored AS MATERIALIZED (
@@ -50,6 +52,8 @@ WITH scored AS (
       AND coalesce(r.source_blind, '') <> ALL(%(revoked)s)
       AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
+      AND (cardinality(%(tags)s::bigint[]) = 0 OR r.memory_id IN (SELECT memory_id FROM engram_memories
+           WHERE company = %(company)s AND person = %(person)s AND tag_terms @> %(tags)s::bigint[]))
     ORDER BY r.at DESC
     LIMIT %(limit)s
 )
@@ -64,6 +68,8 @@ WITH scored AS (
       AND coalesce(r.source_blind, '') <> ALL(%(revoked)s)
       AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
+      AND (cardinality(%(tags)s::bigint[]) = 0 OR r.memory_id IN (SELECT memory_id FROM engram_memories
+           WHERE company = %(company)s AND person = %(person)s AND tag_terms @> %(tags)s::bigint[]))
 )
 """
 
@@ -83,6 +89,8 @@ WITH scored AS (
       AND coalesce(r.source_blind, '') <> ALL(%(revoked)s)
       AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
+      AND (cardinality(%(tags)s::bigint[]) = 0 OR r.memory_id IN (SELECT memory_id FROM engram_memories
+           WHERE company = %(company)s AND person = %(person)s AND tag_terms @> %(tags)s::bigint[]))
 )
 """
 
@@ -106,9 +114,11 @@ class RecallQueries:
 
     def search(self, *, company: str, person: str, terms: list[int], as_of: Any,
                teams: list[str], sources: list[str], revoked: list[str], limit: int,
-               weights: list[float] | None = None) -> list[dict[str, Any]]:
-        """BM25 over the blind terms, each weighted (1 when `weights` is None); no terms: the newest."""
+               weights: list[float] | None = None, tags: list[int] | None = None) -> list[dict[str, Any]]:
+        """BM25 over the blind terms, each weighted (1 when `weights` is None); no terms: the newest.
+        `tags` (blinded): only memories holding all of them."""
         params = {
+            "tags": tags or [],
             "company": company, "person": person, "terms": terms, "as_of": as_of,
             "weights": weights if weights is not None else [1.0] * len(terms),
             "teams": teams, "sources": sources, "revoked": revoked, "limit": limit, "k1": float(BM25_K1), "b": float(BM25_B),
@@ -118,26 +128,26 @@ class RecallQueries:
             return list(conn.execute(sql, params, prepare=True).fetchall())
 
     def by_ids(self, *, ids: list[str], company: str, person: str, as_of: Any, teams: list[str],
-               sources: list[str], revoked: list[str]) -> list[dict[str, Any]]:
+               sources: list[str], revoked: list[str], tags: list[int] | None = None) -> list[dict[str, Any]]:
         """The same rows and filters as search, for memories the semantic index suggested."""
         params = {"ids": ids, "company": company, "person": person, "as_of": as_of, "teams": teams,
-                  "sources": sources, "revoked": revoked}
+                  "sources": sources, "revoked": revoked, "tags": tags or []}
         with self.datastore.get_connection() as conn:
             return list(conn.execute(_BY_IDS + _ROWS, params).fetchall())
 
     def followers(self, *, ids: list[str], company: str, person: str, as_of: Any, teams: list[str],
-                  sources: list[str], revoked: list[str]) -> list[dict[str, Any]]:
+                  sources: list[str], revoked: list[str], tags: list[int] | None = None) -> list[dict[str, Any]]:
         """For each of these memories that asks a question, the memory said next in its conversation
         (same source, the earliest said after it), with the same rows and filters as search, and
         `follows`: the question's id. The answer to a question rarely repeats its words."""
         params = {"ids": ids, "company": company, "person": person, "as_of": as_of, "teams": teams,
-                  "sources": sources, "revoked": revoked}
+                  "sources": sources, "revoked": revoked, "tags": tags or []}
         sql = _FOLLOWERS + _ROWS.replace("SELECT s.memory_id,", "SELECT s.follows, s.memory_id,", 1)
         with self.datastore.get_connection() as conn:
             return list(conn.execute(sql, params).fetchall())
 
     def list_memories(self, *, company: str, person: str, statuses: list[str], terms: list[int] | None,
-                      after: tuple[Any, str] | None, limit: int) -> list[dict[str, Any]]:
+                      after: tuple[Any, str] | None, limit: int, tags: list[int] | None = None) -> list[dict[str, Any]]:
         sql = (
             "SELECT m.*, k.wrapped FROM engram_memories m "
             "LEFT JOIN engram_data_keys k ON k.key_id = m.memory_id "
@@ -150,6 +160,9 @@ class RecallQueries:
                 "AND person = %(person)s AND term = ANY(%(terms)s)) "
             )
             params["terms"] = terms
+        if tags:
+            sql += "AND m.tag_terms @> %(tags)s::bigint[] "
+            params["tags"] = tags
         if after is not None:
             sql += "AND (m.created_at, m.memory_id) < (%(after_at)s, %(after_id)s::uuid) "
             params["after_at"], params["after_id"] = after

@@ -7,7 +7,10 @@ request already sees their effect. Who may do what is the domain's `Access`, rea
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
+import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -17,7 +20,7 @@ from engram.adapters.blind_index import BlindIndex
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, MemoryForgotten, NotFound, SensitiveAckRequired, SourceRevoked
 from engram.domain.evidence import Evidence, Source
-from engram.domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory
+from engram.domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory, check_tags
 from engram.domain.receipt import Receipt
 from engram.domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, refuse_secrets
 from engram.domain.scope import Caller, Scope
@@ -26,7 +29,16 @@ from engram.domain.text import validate_text
 from .ledger import Ledger
 from .links import MemoryLinks
 from .ports import MemoryQueries, PurgeReports
-from .views import candidate_of, candidate_of_row, memory_of, memory_of_row, opened, row_scope, unsealed
+from .views import (
+    candidate_of,
+    candidate_of_row,
+    memory_of,
+    memory_of_row,
+    opened,
+    row_scope,
+    tags_of_row,
+    unsealed,
+)
 
 
 def _parse_uuid(memory_id: str) -> UUID:
@@ -39,7 +51,8 @@ def _parse_uuid(memory_id: str) -> UUID:
 class MemoryService:
     def __init__(self, ledger: Ledger, queries: MemoryQueries, index: BlindIndex, purge: PurgeReports, *,
                  policy: ContentPolicy | None = None, max_text_bytes: int = 8192,
-                 candidate_ttl: timedelta = timedelta(days=30), links: MemoryLinks | None = None) -> None:
+                 candidate_ttl: timedelta = timedelta(days=30), links: MemoryLinks | None = None,
+                 remember_key: Callable[[str], bytes] | None = None) -> None:
         self.ledger = ledger
         self.keys = ledger.keys
         self.clock = ledger.clock
@@ -49,6 +62,9 @@ class MemoryService:
         self.policy: ContentPolicy = policy or AcceptEverything()
         self.max_text_bytes = max_text_bytes
         self.candidate_ttl = candidate_ttl
+        secret = os.urandom(32)  # without a master key (fast tests): repeats are recognised within this process
+        self.remember_key = remember_key or (
+            lambda company: hmac.new(secret, company.encode(), hashlib.sha256).digest())
         self.links = links
 
     # -- plumbing ------------------------------------------------------------
@@ -73,13 +89,30 @@ class MemoryService:
 
     # -- commands ------------------------------------------------------------
 
+    def remembered_id(self, caller: Caller, source: dict[str, Any], text: str) -> UUID:
+        """The id the same person's same text from the same message (kind, id, message_id) always gets:
+        keyed, so it reveals no text."""
+        origin = Source.of(source)
+        name = json.dumps([caller.person, origin.kind, origin.id, origin.message_id, text])
+        digest = hmac.new(self.remember_key(caller.company), name.encode(), hashlib.sha256).digest()
+        return UUID(bytes=digest[:16], version=4)
+
     def remember(self, caller: Caller, *, text: str, source: dict[str, Any], occurred_at: datetime | None,
                  visibility: str, team: str | None, valid_from: datetime | None,
-                 valid_to: datetime | None, id: UUID | None = None, actor: str | None = None) -> dict[str, Any]:
+                 valid_to: datetime | None, id: UUID | None = None, actor: str | None = None,
+                 tags: list[str] | None = None) -> dict[str, Any]:
         """Confirm exactly the stated text; a sensitive one becomes a candidate, a secret is refused.
-        `id` and `actor` are for imports (a deterministic id; the history says it was imported)."""
+        The same text from the same message again stores nothing: the answer is the first memory, with
+        `"existing": true`. `id` and `actor` are for imports (their own keyed id; the history says
+        it was imported)."""
         access = self._holder(caller)
         self._text(text)
+        tags = check_tags(tags)
+        if id is None:
+            id = self.remembered_id(caller, source, text)
+            first = self._first(access, id)
+            if first is not None:
+                return first
         verdict = refuse_secrets(self.policy, text)
         now = self.clock.now()
         origin = Source.of(source)
@@ -89,16 +122,31 @@ class MemoryService:
             access.require_restricted_scope(team, origin.id)
         evidence = [Evidence.quoted(text, text, origin, occurred_at or now).as_dict()]
         actor = actor or caller.bot or caller.person
-        if verdict == SENSITIVE_CONTENT:
-            candidate = self._create(Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team,
-                                     text=text, evidence=evidence, review=SENSITIVE,
-                                     expires_at=now + self.candidate_ttl, valid_from=valid_from, valid_to=valid_to,
-                                     actor=actor, at=now, id=id)
-            return candidate_of(candidate)
-        memory = self._create(Memory.remember, caller, source=origin.as_dict(), visibility=visibility, team=team,
-                              text=text, evidence=evidence, valid_from=valid_from, valid_to=valid_to, actor=actor,
-                              at=now, id=id)
+        try:
+            if verdict == SENSITIVE_CONTENT:
+                candidate = self._create(Memory.propose, caller, source=origin.as_dict(), visibility=visibility,
+                                         team=team, text=text, evidence=evidence, review=SENSITIVE,
+                                         expires_at=now + self.candidate_ttl, valid_from=valid_from,
+                                         valid_to=valid_to, actor=actor, at=now, id=id, tags=tags)
+                return candidate_of(candidate)
+            memory = self._create(Memory.remember, caller, source=origin.as_dict(), visibility=visibility, team=team,
+                                  text=text, evidence=evidence, valid_from=valid_from, valid_to=valid_to, actor=actor,
+                                  at=now, id=id, tags=tags)
+        except (Conflict, MemoryForgotten):  # the same request, concurrently (or a forgotten id): the first stands
+            first = self._first(access, id)
+            if first is None:
+                raise
+            return first
         return memory_of(memory)
+
+    def _first(self, access: Access, memory_id: UUID) -> dict[str, Any] | None:
+        """The memory a repeated remember stored the first time (a candidate if it was held for
+        review, or forgotten since), marked `existing`; None when there is none."""
+        memory = self.ledger.get(memory_id, Memory)
+        if memory is None or memory.company != access.caller.company or memory.person != access.caller.person:
+            return None
+        document = candidate_of(memory) if memory.status == "pending_review" else memory_of(memory)
+        return {**document, "existing": True}
 
     def _create(self, factory: Callable[..., Memory], caller: Caller, *, source: dict[str, Any],
                 visibility: str, team: str | None, **fields: Any) -> Memory:
@@ -294,7 +342,8 @@ class MemoryService:
         return {"events": events}
 
     def list_memories(self, caller: Caller, *, q: str | None, limit: int, cursor: str | None,
-                      status: str | None = None) -> dict[str, Any]:
+                      status: str | None = None, tags: list[str] | None = None) -> dict[str, Any]:
+        tags = check_tags(tags)
         access = self.ledger.access(caller)
         if not access.sees_memories:
             return {"items": [], "next_cursor": None}
@@ -304,14 +353,15 @@ class MemoryService:
         terms = self.index.query_terms(caller.company, q) if q else None
         after = _decode_cursor(cursor) if cursor else None
         rows = self.queries.list_memories(company=caller.company, person=caller.person, statuses=statuses,
-                                          terms=terms, after=after, limit=limit + 1)
+                                          terms=terms, after=after, limit=limit + 1,
+                                          tags=self.index.tags(caller.company, tags) if tags else None)
         items = []
         for row in rows[:limit]:
             row = opened(self.keys, row)
             if not access.may_use(row_scope(row)):
                 continue
             text, evidence = (None, []) if row["status"] == FORGOTTEN else unsealed(self.keys, row)
-            items.append(memory_of_row(row, text, evidence))
+            items.append(memory_of_row(row, text, evidence, tags_of_row(self.keys, row)))
         next_cursor = None
         if len(rows) > limit:
             last = rows[limit - 1]

@@ -16,7 +16,7 @@ from engram.domain.access import Access
 from engram.domain.bundle import fit
 from engram.domain.hints import SemanticHints, SemanticIndexUnavailable
 from engram.domain.instant import check_instant
-from engram.domain.memory import CONFIRMED
+from engram.domain.memory import CONFIRMED, check_tags
 from engram.domain.rollout import OFF, SHADOW
 from engram.domain.scope import Caller
 from engram.domain.text import validate_text
@@ -66,9 +66,12 @@ class RecallService:
         self.max_text_bytes = max_text_bytes
         self.insights = insights
 
-    def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int) -> dict[str, Any]:
+    def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int,
+               tags: list[str] | None = None) -> dict[str, Any]:
+        """`tags`: only memories holding all of them (insights have none, so none is recalled then)."""
         validate_text(query, self.max_text_bytes, allow_empty=True)
         check_instant(as_of, "as_of")
+        tags = check_tags(tags)
         empty: dict[str, Any] = {"items": [], "degraded": False, "bytes": 0, "omitted": 0}
         mode = self.ledger.modes.mode(caller.company)
         if mode == OFF or (mode == SHADOW and caller.role == "bot"):
@@ -85,13 +88,14 @@ class RecallService:
                    "teams": sorted(grants.teams),
                    # the views keep source ids blinded (ADR 0019): so are the ones they are compared with
                    "sources": self.index.sources(caller.company, grants.sources),
-                   "revoked": self.index.sources(caller.company, grants.revoked_sources)}
+                   "revoked": self.index.sources(caller.company, grants.revoked_sources),
+                   "tags": self.index.tags(caller.company, tags)}
         hints, degraded = self._hints(access, query)
         terms, weights = self.index.recall_terms(caller.company, query, days_named(query, filters["as_of"].date()))
         found = self._answered(self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH),
                                                    **filters), filters)
         rows = self._fused(access, hints, found, filters) if hints else found
-        if self.insights is not None:
+        if self.insights is not None and not tags:
             exact = self.index.query_terms(caller.company, query)
             rows = _merged(rows, self.insights.recallable(access, terms=exact, as_of=filters["as_of"]))
         items, total, omitted = self._bundle(access, rows, max_bytes, limit)

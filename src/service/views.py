@@ -43,10 +43,17 @@ def unsealed(keys: Keys, row: dict[str, Any]) -> tuple[Any, list[Any]]:
 def memory_document(*, id: Any, text: str | None, status: str, revision: int, visibility: str, team: str | None,
                     source: dict[str, Any] | None, valid_from: datetime | None, valid_to: datetime | None,
                     time_uncertain: bool, evidence: list[Any], created_at: datetime,
-                    updated_at: datetime) -> dict[str, Any]:
+                    updated_at: datetime, tags: list[str]) -> dict[str, Any]:
     return {"id": str(id), "text": text, "status": status, "revision": revision, "visibility": visibility,
             "team": team, "source": source, "valid_from": valid_from, "valid_to": valid_to,
-            "time_uncertain": time_uncertain, "evidence": evidence, "created_at": created_at, "updated_at": updated_at}
+            "time_uncertain": time_uncertain, "evidence": evidence, "created_at": created_at, "updated_at": updated_at,
+            "tags": tags}
+
+
+def tags_of_row(keys: Keys, row: dict[str, Any]) -> list[str]:
+    """An `opened` view row's tags, or [] when its key is gone."""
+    key = opened(keys, row)["key"]
+    return (unseal_from_view(key, row["memory_id"], "tags", row.get("sealed_tags")) or []) if key else []
 
 
 def memory_of(m: Memory) -> dict[str, Any]:
@@ -56,16 +63,17 @@ def memory_of(m: Memory) -> dict[str, Any]:
         visibility=m.visibility, team=m.team, source=None if forgotten else m.source, valid_from=cur["valid_from"],
         valid_to=cur["valid_to"], time_uncertain=cur["time_uncertain"],
         evidence=[] if forgotten or m.evidence is None else m.evidence, created_at=m.created_on,
-        updated_at=m.modified_on,
+        updated_at=m.modified_on, tags=[] if forgotten else list(getattr(m, "tags", None) or []),
     )
 
 
-def memory_of_row(row: dict[str, Any], text: str | None, evidence: list[Any]) -> dict[str, Any]:
+def memory_of_row(row: dict[str, Any], text: str | None, evidence: list[Any],
+                  tags: list[str] | None = None) -> dict[str, Any]:
     return memory_document(
         id=row["memory_id"], text=text, status=row["status"], revision=row["revision"],
         visibility=row["visibility"], team=row["team"], source=row["source"], valid_from=row["valid_from"],
         valid_to=row["valid_to"], time_uncertain=row["time_uncertain"], evidence=evidence,
-        created_at=row["created_at"], updated_at=row["updated_at"],
+        created_at=row["created_at"], updated_at=row["updated_at"], tags=tags or [],
     )
 
 

@@ -84,7 +84,7 @@ def _store_unreadable_memory(engram, company: str = "acme", person: str = "alice
     memory = Memory._create(
         Memory.Remembered, id=uuid4(), timestamp=datetime.now(UTC), actor=person, company=company,
         person=person, visibility="general", team=None, source={"kind": "chat", "id": "c-9", "message_id": None},
-        text="a memory no projector can read back", evidence=[], valid_from=bad, valid_to=None,
+        text="a memory no projector can read back", evidence=[], valid_from=bad, valid_to=None, tags=None,
     )
     engram.store.keys.create(memory.id, company)
     engram.ledger.save(memory)

@@ -23,9 +23,12 @@ def remember(body: RememberIn, who: Who, memories: Memories) -> Any:
     memory = memories.remember(
         who, text=body.text, source=body.source.model_dump(), occurred_at=body.occurred_at,
         visibility=body.visibility, team=body.team, valid_from=body.valid_from, valid_to=body.valid_to,
+        tags=body.tags,
     )
     if memory["status"] == "pending_review":  # sensitive: a candidate awaiting the person's review
         return answer(CandidateOut, memory, status_code=202)
+    if memory.get("existing"):  # the same text from the same message: the first memory, nothing new
+        return answer(MemoryOut, memory, status_code=200)
     return memory
 
 
@@ -36,8 +39,10 @@ def list_memories(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
     status: Annotated[Literal["confirmed", "forgotten", "all"] | None, Query()] = None,
+    tags: Annotated[list[str] | None, Query(max_length=16, description="repeat `tags=`: a memory matches when it "
+                                                                         "has all of them")] = None,
 ) -> Any:
-    return memories.list_memories(who, q=q, limit=limit, cursor=cursor, status=status)
+    return memories.list_memories(who, q=q, limit=limit, cursor=cursor, status=status, tags=tags)
 
 
 @router.get("/v1/memories/{memory_id}", response_model=MemoryOut, responses=answers(None, 404))

@@ -14,4 +14,5 @@ router = APIRouter(route_class=JsonRoute, tags=["recall"])
 
 @router.post("/v1/recall", response_model=RecallOut)
 def recall(body: RecallIn, who: Anyone, recall: Recall) -> Any:
-    return recall.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit)
+    return recall.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit,
+                         tags=body.tags)
