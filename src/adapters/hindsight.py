@@ -279,19 +279,20 @@ def _hints(status: int, content: bytes, most: int | None) -> list[Hint]:
         answer = json.loads(content)
     except ValueError:
         raise HindsightUnavailable(f"hindsight answered {status} without JSON") from None
-    if not isinstance(answer, dict):
-        raise HindsightUnavailable("hindsight answered an unexpected shape")
-    sources = answer.get("source_facts") or {}
-    hints = []
-    for res in answer.get("results") or []:
-        score = float((res.get("scores") or {}).get("final") or 0.0)
-        kind = str(res.get("type") or "")
-        if kind == "observation":
-            facts = tuple(str(f) for f in res.get("source_fact_ids") or [])
-            docs = tuple((sources.get(f) or {}).get("document_id") for f in facts)
-            hints.append(Hint(kind, score, source_document_ids=docs or (None,), source_fact_ids=facts))
-        else:
-            hints.append(Hint(kind, score, document_id=res.get("document_id")))
+    try:
+        sources = answer.get("source_facts") or {}
+        hints = []
+        for res in answer.get("results") or []:
+            score = float((res.get("scores") or {}).get("final") or 0.0)
+            kind = str(res.get("type") or "")
+            if kind == "observation":
+                facts = tuple(str(f) for f in res.get("source_fact_ids") or [])
+                docs = tuple((sources.get(f) or {}).get("document_id") for f in facts)
+                hints.append(Hint(kind, score, source_document_ids=docs or (None,), source_fact_ids=facts))
+            else:
+                hints.append(Hint(kind, score, document_id=res.get("document_id")))
+    except (AttributeError, TypeError, ValueError):  # not Hindsight's shape: no hint from it is trusted
+        raise HindsightUnavailable("hindsight answered an unexpected shape") from None
     hints.sort(key=lambda h: -h.score)  # stable: Hindsight's own order among equal scores
     return hints if most is None else hints[:most]
 
