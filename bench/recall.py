@@ -1,7 +1,8 @@
 """Recall latency: seed N confirmed memories across 10 people, print p50/p95 in-process and over HTTP.
 
     .venv/bin/python bench/recall.py [--sizes 1000,10000] [--queries 300]
-    .venv/bin/python bench/recall.py --hindsight [--sizes 1000] [--deadline-ms 1000]
+    .venv/bin/python bench/recall.py --hindsight [--sizes 1000] [--people 10] [--deadline-ms 1000]
+        [--slow-every 10] [--sweep] [--before FILE]
 
 Runs on a fresh embedded PostgreSQL in a temporary directory. The HTTP figures come from a separate
 `engram serve` process on the same database, driven by one keep-alive client.
@@ -10,7 +11,14 @@ Runs on a fresh embedded PostgreSQL in a temporary directory. The HTTP figures c
 PostgreSQL, behind Engram's guard, with the test suite's local fake for its LLM and embeddings;
 the syncer retains every memory through the real path, then the same queries run three ways on
 the same data: SQL only, Hindsight-ranked recall (Engram asks Hindsight within the deadline, then
-re-reads and re-authorizes), and Hindsight queried directly (one bank, no Engram work).
+re-reads and re-authorizes), the same through a proxy that trickles one answer in `--slow-every`
+slowly (the deadline must hold whatever Hindsight does), and Hindsight queried directly (one bank,
+no Engram work). `hints` is the mean number of hints recall read per query; `ask p95`/`ask max`
+time the call for hints alone (Hindsight, answered or given up on), without the SQL work. `--sweep` adds rows
+for several bounds on Hindsight's answer (`max_tokens`, hints read) and how much of the unbounded
+top 10 each keeps; `--before FILE` adds the rows of an earlier `adapters/hindsight.py` (e.g. one
+`git show <commit>:src/adapters/hindsight.py` wrote). Every mode answers each query in turn, so the
+machine's load falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -121,9 +129,14 @@ def bench_http(url: str, secret: str, qs: list[tuple[str, str]]) -> list[float]:
     return times
 
 
+SWEEP = [(4096, None), (2048, 100), (1024, 50), (512, 30), (256, 20)]  # (max_tokens, most hints); None: all
+
+
 def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server: object,
-                    deadline_ms: float) -> None:
+                    deadline_ms: float, *, slow_every: int, sweep: bool, before: Path | None) -> None:
+    """Every mode answers each query in turn (interleaved), so the machine's load falls on all alike."""
     from engram.adapters.hindsight import HindsightClient, SemanticIndex, bank_for
+    from slow_proxy import SlowProxy
 
     assert engram.syncer is not None
     t = time.perf_counter()
@@ -134,31 +147,95 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
     print(f"# synced {synced} memories to Hindsight in {took:.1f}s ({synced / max(took, 1e-9):.1f}/s); "
           f"backlog {engram.syncer.backlog()}", file=sys.stderr)
     key = engram.master.hindsight_signing_key()
-    semantic = SemanticIndex(HindsightClient(server.url, signing_key=key), deadline_ms)  # type: ignore[attr-defined]
-    direct = HindsightClient(server.url, signing_key=key)  # type: ignore[attr-defined]
-    n = len(qs)
+    url = server.url  # type: ignore[attr-defined]
+    upstream = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    proxies: list[SlowProxy] = []
 
-    def run(label: str, call) -> None:  # noqa: ANN001
-        for person, q in qs[:20]:  # warm-up
-            call(person, q)
-        times, degraded = [], 0
-        for person, q in qs:
-            started = time.perf_counter()
-            answer = call(person, q)
-            times.append((time.perf_counter() - started) * 1000)
-            degraded += bool(isinstance(answer, dict) and answer.get("degraded"))
-        print(f"{size:>9} {label:<17} {pct(times, 50):>8.2f} {pct(times, 95):>8.2f}   {degraded}/{n} degraded")
+    def trickled() -> str:
+        """A proxy of its own per mode, so each mode sees one answer in `slow_every` trickled."""
+        proxies.append(SlowProxy(upstream, mode="trickle", every=slow_every, chunk=512, gap=0.03))
+        return proxies[-1].url
 
     def recall(person: str, q: str) -> dict:
         return engram.recall.recall(Caller("acme", person, "bot", bot="b-1"), query=q, as_of=None,
                                      max_bytes=17500, limit=20)
 
+    modes: list[tuple[str, object]] = [("sql only", None), ("hindsight-ranked", SemanticIndex(
+        HindsightClient(url, signing_key=key), deadline_ms)), (f"ranked, 1/{slow_every} trickled", SemanticIndex(
+            HindsightClient(trickled(), signing_key=key), deadline_ms))]
+    if before is not None:  # the adapter as it was, on the same data and load
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("hindsight_before", before)
+        assert spec is not None and spec.loader is not None
+        old = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+        spec.loader.exec_module(old)
+        modes += [("before: hindsight-ranked", old.SemanticIndex(old.HindsightClient(url, signing_key=key), deadline_ms)),
+                  (f"before: 1/{slow_every} trickled", old.SemanticIndex(
+                      old.HindsightClient(trickled(), signing_key=key), deadline_ms))]
+    direct = HindsightClient(url, signing_key=key)
+    modes.append(("hindsight direct", lambda person, q: direct.recall(bank_for(Scope("acme", person)), q, deadline=30)))
+    if sweep:  # the bounds on Hindsight's answer: latency, hints read, and how far the top 10 moves
+        modes += [(f"max_tokens {mt} most {most or 'all'}", SemanticIndex(HindsightClient(url, signing_key=key),
+                                                                          deadline_ms, max_tokens=mt, most=most))
+                  for mt, most in SWEEP]
+
+    hinted: dict[str, list[int]] = {label: [] for label, _ in modes}
+    asking: dict[str, list[float]] = {label: [] for label, _ in modes}
+    for label, mode in modes:  # count the hints each recall reads, and time the asking alone
+        if mode is not None and not callable(mode):
+            def counting(scopes, query, ask=mode.hints, seen=hinted[label], took=asking[label]):  # type: ignore[attr-defined]  # noqa: ANN001, ANN202
+                started = time.perf_counter()
+                try:
+                    found = ask(scopes, query)
+                finally:
+                    took.append((time.perf_counter() - started) * 1000)
+                seen.append(len(found.facts) + len(found.observations))
+                return found
+
+            mode.hints = counting  # type: ignore[attr-defined]
+
+    def ask(mode: object, person: str, q: str) -> dict:
+        if callable(mode):
+            return mode(person, q)
+        engram.recall.semantic = mode  # type: ignore[assignment]
+        return recall(person, q)
+
+    for person, q in qs[:20]:  # warm-up
+        for _, mode in modes:
+            ask(mode, person, q)
+    for kept in (*hinted.values(), *asking.values()):
+        kept.clear()
+    times: dict[str, list[float]] = {label: [] for label, _ in modes}
+    answers: dict[str, list[object]] = {label: [] for label, _ in modes}
+    for person, q in qs:
+        for label, mode in modes:
+            started = time.perf_counter()
+            answers[label].append(ask(mode, person, q))
+            times[label].append((time.perf_counter() - started) * 1000)
     engram.recall.semantic = None
-    run("sql only", recall)
-    engram.recall.semantic = semantic
-    run("hindsight-ranked", recall)
-    run("hindsight direct", lambda person, q: direct.recall(bank_for(Scope("acme", person)), q, deadline=30))
-    engram.recall.semantic = None
+    for p in proxies:
+        p.close()
+    n = len(qs)
+    for label, _ in modes:
+        ts, seen = times[label], hinted[label]
+        degraded = sum(bool(isinstance(a, dict) and a.get("degraded")) for a in answers[label])
+        mean_hints = f"{statistics.mean(seen):>6.1f}" if seen else f"{'-':>6}"
+        took = asking[label]
+        ask_figures = f"{pct(took, 95):>8.2f} {max(took):>8.2f}" if took else f"{'-':>8} {'-':>8}"
+        print(f"{size:>9} {label:<26} {pct(ts, 50):>8.2f} {pct(ts, 95):>8.2f} {max(ts):>8.2f} "
+              f"{mean_hints} {ask_figures}   {degraded}/{n} degraded", flush=True)
+    if sweep:  # how much of the unbounded top 10 each bound keeps, asked without a deadline to miss
+        tops: list[list[list[str]]] = []
+        for mt, most in SWEEP:
+            engram.recall.semantic = SemanticIndex(HindsightClient(url, signing_key=key), 10_000, max_tokens=mt,
+                                                   most=most)
+            tops.append([[i["id"] for i in recall(person, q)["items"][:10]] for person, q in qs[:100]])
+        engram.recall.semantic = None
+        for (mt, most), top in zip(SWEEP, tops, strict=True):
+            shared = [len(set(t) & set(f)) / len(f) for t, f in zip(top, tops[0], strict=True) if f]
+            print(f"# max_tokens {mt} most {most or 'all'}: the top 10 keeps {statistics.mean(shared):.1%} of the "
+                  f"unbounded top 10 ({len(shared)} queries, deadline 10 s)")
 
 
 def start_hindsight(db, tmp: Path, engram_master: str):  # noqa: ANN001, ANN201
@@ -184,7 +261,15 @@ def main() -> None:
     ap.add_argument("--hindsight", action="store_true", help="compare SQL, Hindsight-ranked and Hindsight direct")
     ap.add_argument("--deadline-ms", type=float, default=1000.0,
                     help="Hindsight-ranked recall's deadline (the service default is 150)")
+    ap.add_argument("--slow-every", type=int, default=10,
+                    help="the trickled row: one Hindsight answer in this many is trickled in slowly")
+    ap.add_argument("--before", type=Path,
+                    help="also rank through an earlier adapters/hindsight.py (a file), interleaved with this one")
+    ap.add_argument("--people", type=int, default=10, help="memories are spread over this many people (banks)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also rank with several bounds on Hindsight's answer (max_tokens, hints read)")
     args = ap.parse_args()
+    PEOPLE[:] = [f"person-{i}" for i in range(args.people)]
     sizes = [int(s) for s in (args.sizes if args.sizes != "1000,10000" or not args.hindsight else "1000").split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     master = base64.urlsafe_b64encode(os.urandom(32)).decode()
@@ -203,7 +288,8 @@ def main() -> None:
     url_db = f"postgresql://{db.user}@/{db.dbname}?host={db.host}&port={db.port}"
     seeded = 0
     if args.hindsight:
-        print(f"{'memories':>9} {'mode':<17} {'p50 ms':>8} {'p95 ms':>8}")
+        print(f"{'memories':>9} {'mode':<26} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'hints':>6} "
+              f"{'ask p95':>8} {'ask max':>8}")
     else:
         print(f"{'memories':>9} {'mode':<11} {'p50 ms':>8} {'p95 ms':>8} {'mean items':>10}")
     try:
@@ -214,7 +300,8 @@ def main() -> None:
             print(f"# seeded {n} memories in {time.perf_counter() - t:.1f}s", file=sys.stderr)
             qs = queries(args.queries)
             if hindsight is not None:
-                bench_hindsight(engram, n, qs, hindsight, args.deadline_ms)
+                bench_hindsight(engram, n, qs, hindsight, args.deadline_ms, slow_every=args.slow_every,
+                                sweep=args.sweep, before=args.before)
                 continue
             bench_inprocess(engram, qs[:20])
             ip = bench_inprocess(engram, qs)

@@ -112,3 +112,14 @@ def files_containing(root: Path, needles: list[bytes]) -> list[str]:
                 continue
             hits += [f"{path.relative_to(root)}: {n!r}" for n in needles if n in data]
     return hits
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """The predicate's first truthy answer, asked every 0.3 s; AssertionError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")

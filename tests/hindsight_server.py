@@ -112,3 +112,12 @@ def start_with_fake_llm(database, log: Path, *, guard_public_key: str | None, ob
         raise
     server.llm = llm
     return server
+
+
+def start_beside(postgres, name: str, log_dir: Path, *, guard_public_key: str) -> HindsightServer:  # noqa: ANN001
+    """`start_with_fake_llm` on database `name` of the suite's embedded PostgreSQL (`postgres` fixture)."""
+    from engram.adapters.database import Database
+
+    info = postgres.server.get_postmaster_info()
+    database = Database(name, str(info.socket_dir), str(info.port or 5432), "postgres", "")
+    return start_with_fake_llm(database, log_dir / "hindsight.log", guard_public_key=guard_public_key)

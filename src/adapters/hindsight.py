@@ -8,8 +8,11 @@ Retains are synchronous, so no task payload with text lingers in Hindsight.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,7 +27,13 @@ from engram.domain.hints import SemanticHints, SemanticIndexUnavailable
 from engram.domain.scope import GENERAL, Scope
 from engram.hindsight_guard import tokens
 
+from .hard_deadline import DeadlinePassed, io_loop, run_within
+
 TOKEN_TTL = 120.0
+# Recall's bound on Hindsight's answer and on the hints read from it, chosen by measurement (ADR 0026).
+MAX_TOKENS = 1024
+MOST_HINTS = 50
+ANSWER_LIMIT = 4 << 20  # bytes of one recall answer; more is a misbehaving server, not an answer
 
 
 class HindsightUnavailable(Exception):
@@ -84,6 +93,7 @@ class HindsightClient:
         self.signing_key = signing_key
         self._banks: set[str] = set()
         self._tokens: dict[str, tuple[str, float]] = {}
+        self._async: tuple[asyncio.AbstractEventLoop, httpx.AsyncClient] | None = None
 
     def _auth(self, bank: str) -> dict[str, str]:
         if self.signing_key is None:
@@ -175,15 +185,101 @@ class HindsightClient:
                 break
         return out
 
-    def recall(self, bank: str, query: str, *, deadline: float, budget: str = "low") -> list[Hint]:
-        body = {"query": query, "budget": budget,
-                "include": {"entities": None, "source_facts": {"max_tokens": -1}}}
-        r = self._call("POST", bank, "/memories/recall", json=body, timeout=deadline)
-        if r.status_code == 404:
-            return []  # no bank yet: nothing synced for this scope
-        if r.status_code >= 400:
-            raise HindsightUnavailable(f"recall refused ({r.status_code})")
-        answer = r.json()
+    def recall(self, bank: str, query: str, *, deadline: float, budget: str = "low", max_tokens: int | None = None,
+               most: int | None = None) -> list[Hint]:
+        """Hints for `query` from one bank, best first; see `recall_banks`."""
+        return self.recall_banks([bank], query, deadline=deadline, budget=budget, max_tokens=max_tokens,
+                                 most=most)[0]
+
+    def recall_banks(self, banks: list[str], query: str, *, deadline: float, budget: str = "low",
+                     max_tokens: int | None = None, most: int | None = None) -> list[list[Hint]]:
+        """Hints from each bank (asked at once), best first, at most `most` each. The whole call
+        (connect, request, answer and its whole body) ends within `deadline` seconds, or raises
+        `HindsightUnavailable`; so does any bank failing. `max_tokens` bounds Hindsight's answer
+        (its default, 4096 tokens of fact text, when None)."""
+        body: dict[str, Any] = {"query": query, "budget": budget,
+                                "include": {"entities": None, "source_facts": {"max_tokens": -1}}}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        requests = [(f"/{bank}/memories/recall", self._auth(bank)) for bank in banks]  # signed on this thread
+
+        async def ask_all() -> list[tuple[int, bytes]]:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._post(path, headers, body)) for path, headers in requests]
+            return [t.result() for t in tasks]
+
+        try:
+            answers = run_within(ask_all, deadline)
+        except DeadlinePassed:
+            raise HindsightUnavailable("deadline passed") from None
+        except BaseExceptionGroup as group:  # the first bank that failed says why; the others were cancelled
+            failure = next((e for e in _leaves(group) if isinstance(e, HindsightUnavailable)), None)
+            raise failure or HindsightUnavailable("recall failed") from None
+        return [_hints(status, content, most) for status, content in answers]
+
+    async def _post(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, bytes]:
+        """Status and body of one POST on the I/O loop, the body read whole but never past ANSWER_LIMIT."""
+        try:
+            async with self._async_http().stream("POST", path, headers=headers, json=body) as r:
+                content = bytearray()
+                async for chunk in r.aiter_bytes():
+                    content += chunk
+                    if len(content) > ANSWER_LIMIT:
+                        raise HindsightUnavailable("answer too large")
+                return r.status_code, bytes(content)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
+            raise HindsightRefused(type(e).__name__) from None
+        except httpx.HTTPError as e:
+            raise HindsightUnavailable(type(e).__name__) from None
+
+    def _async_http(self) -> httpx.AsyncClient:
+        """This client's connection pool on the I/O loop (made there, used only there)."""
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async[0] is not loop:
+            self._async = (loop, httpx.AsyncClient(base_url=self.http.base_url, timeout=self.timeout,
+                                                   limits=httpx.Limits(max_connections=64,
+                                                                       max_keepalive_connections=16)))
+        return self._async[1]
+
+    def warm(self) -> None:
+        """Make the connection pool now, not in the first recall's deadline (its TLS context alone
+        takes tens of milliseconds)."""
+
+        async def make() -> None:
+            self._async_http()
+
+        asyncio.run_coroutine_threadsafe(make(), io_loop())
+
+    def close(self) -> None:
+        self.http.close()
+        if self._async is not None:
+            loop, http = self._async
+            self._async = None
+            if not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(http.aclose(), loop)
+
+
+def _leaves(group: BaseExceptionGroup) -> Iterator[BaseException]:
+    for e in group.exceptions:
+        if isinstance(e, BaseExceptionGroup):
+            yield from _leaves(e)
+        else:
+            yield e
+
+
+def _hints(status: int, content: bytes, most: int | None) -> list[Hint]:
+    """Hindsight's recall answer as hints, best first, at most `most`; its text is dropped here."""
+    if status == 404:
+        return []  # no bank yet: nothing synced for this scope
+    if status >= 500:
+        raise HindsightUnavailable(f"hindsight answered {status}")
+    if status >= 400:
+        raise HindsightUnavailable(f"recall refused ({status})")
+    try:
+        answer = json.loads(content)
+    except ValueError:
+        raise HindsightUnavailable(f"hindsight answered {status} without JSON") from None
+    try:
         sources = answer.get("source_facts") or {}
         hints = []
         for res in answer.get("results") or []:
@@ -195,7 +291,10 @@ class HindsightClient:
                 hints.append(Hint(kind, score, source_document_ids=docs or (None,), source_fact_ids=facts))
             else:
                 hints.append(Hint(kind, score, document_id=res.get("document_id")))
-        return hints
+    except (AttributeError, TypeError, ValueError):  # not Hindsight's shape: no hint from it is trusted
+        raise HindsightUnavailable("hindsight answered an unexpected shape") from None
+    hints.sort(key=lambda h: -h.score)  # stable: Hindsight's own order among equal scores
+    return hints if most is None else hints[:most]
 
 
 # Hindsight 1.1.0's tables that hold a document's text or words derived from it (facts, chunks,
@@ -234,30 +333,36 @@ class HindsightDatabase:
 
 
 class SemanticIndex:
-    """Recall hints from Hindsight within a deadline. Facts map to memories by document id;
-    observations through their source facts' document ids (see `domain.hints` for how they count)."""
+    """Recall hints from Hindsight within a deadline that bounds the whole call (every bank asked at
+    once). Facts map to memories by document id; observations through their source facts' document
+    ids (see `domain.hints` for how they count). Hindsight's answer is bounded by `max_tokens` of
+    fact text, and at most `most` hints, the best, are read (ADR 0026)."""
 
-    def __init__(self, client: HindsightClient, deadline_ms: float) -> None:
+    def __init__(self, client: HindsightClient, deadline_ms: float, *, max_tokens: int | None = MAX_TOKENS,
+                 most: int | None = MOST_HINTS) -> None:
         self.client = client
         self.deadline = deadline_ms / 1000
+        self.max_tokens = max_tokens
+        self.most = most
+        client.warm()
 
     def hints(self, scopes: list[Scope], query: str) -> SemanticHints:
-        started = time.monotonic()
+        try:
+            answers = self.client.recall_banks([bank_for(scope) for scope in scopes], query, deadline=self.deadline,
+                                               max_tokens=self.max_tokens, most=self.most)
+        except HindsightUnavailable as e:
+            raise SemanticIndexUnavailable(str(e)) from None
+        ranked = sorted((h for hints in answers for h in hints), key=lambda h: -h.score)
         out = SemanticHints()
-        for scope in scopes:
-            left = self.deadline - (time.monotonic() - started)
-            if left <= 0:
-                raise SemanticIndexUnavailable("deadline passed")
-            try:
-                hints = self.client.recall(bank_for(scope), query, deadline=left)
-            except HindsightUnavailable as e:
-                raise SemanticIndexUnavailable(str(e)) from None
-            for h in hints:
-                if h.kind == "observation":
-                    out.add_observation(h.score, frozenset(memory_id_of(d) for d in h.source_document_ids))
-                elif (memory_id := memory_id_of(h.document_id)) is not None:
-                    out.add_fact(memory_id, h.score)
+        for h in ranked if self.most is None else ranked[:self.most]:
+            if h.kind == "observation":
+                out.add_observation(h.score, frozenset(memory_id_of(d) for d in h.source_document_ids))
+            elif (memory_id := memory_id_of(h.document_id)) is not None:
+                out.add_fact(memory_id, h.score)
         return out
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def _json(r: httpx.Response) -> Any:

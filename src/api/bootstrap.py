@@ -179,7 +179,8 @@ class Engram:
                                      HindsightDatabase(settings.hindsight_database_url)
                                      if settings.hindsight_database_url else None)
             semantic = SemanticIndex(HindsightClient(settings.hindsight_url, signing_key=signing_key),
-                                     settings.hindsight_deadline_ms)
+                                     settings.hindsight_deadline_ms, max_tokens=settings.hindsight_max_tokens,
+                                     most=settings.hindsight_max_hints)
         backups = Backups(catalog, settings, ledger.clock)
         proposers = [LocalProposer(), *insight_proposers(
             settings, budget=budget, clock=ledger.clock,
@@ -229,6 +230,9 @@ class Engram:
         if self.publisher is not None:
             self.publisher.stop()
         self.store.close()
+        close_semantic = getattr(self.recall.semantic, "close", None)  # its idle connections to Hindsight
+        if close_semantic is not None:
+            close_semantic()
         journal = getattr(self.ledger.tombstones, "journal", None)
         if journal is not None and hasattr(journal, "close"):
             journal.close()

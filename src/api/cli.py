@@ -85,6 +85,9 @@ def cmd_projections(args: argparse.Namespace) -> int:
                 part = f" partition {row['partition']:>3}" if "partition" in row else ""
                 print(f"{row['projection']:<10}{part} position {row['position']:>10}  head {row['head']:>10}  "
                       f"lag {row['lag']}")
+            for company, counts in (engram.operations.hindsight_backlogs() or {}).items():
+                states = "  ".join(f"{state} {n}" for state, n in sorted(counts.items()))
+                print(f"hindsight_sync company {company}  {states}")
             for name, n in engram.operations.quarantined().items():
                 if n:
                     print(f"{name:<10} quarantined {n} event(s): see table engram_quarantine", file=sys.stderr)

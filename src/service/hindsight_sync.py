@@ -366,7 +366,23 @@ class HindsightSyncer:
             log.warning("hindsight audit: %d deleted document(s) found again in Hindsight", found)
         return {"checked": len(rows), "found_again": found, "deleted_again": deleted_again}
 
-    def backlog(self) -> dict[str, int]:
+    def backlog(self, company: str | None = None) -> dict[str, int]:
+        """Wishes by state (pending, done): one company's, or every company's."""
+        if company is not None:
+            return self.backlogs(company).get(company, {})
         with self.datastore.get_connection() as conn:
             rows = conn.execute("SELECT state, count(*) AS n FROM engram_hindsight_sync GROUP BY state").fetchall()
         return {r["state"]: int(r["n"]) for r in rows}
+
+    def backlogs(self, company: str | None = None) -> dict[str, dict[str, int]]:
+        """Wishes by company and state; `company`: that one only."""
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                "SELECT c.company, s.state, count(*) AS n FROM engram_hindsight_sync s "
+                "JOIN engram_hindsight_scopes c USING (memory_id) WHERE %(company)s::text IS NULL "
+                "OR c.company = %(company)s GROUP BY c.company, s.state ORDER BY c.company, s.state",
+                {"company": company}).fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for r in rows:
+            out.setdefault(r["company"], {})[r["state"]] = int(r["n"])
+        return out

@@ -110,12 +110,16 @@ class Operations:
             },
             "quarantined_events": self.quarantined(),
             "backlogs": {"inbox": self.learning.inbox.backlog(caller.company), "projector_lag": lag,
-                         "hindsight_sync": self.syncer.backlog() if self.syncer else None,
+                         "hindsight_sync": self.syncer.backlog(caller.company) if self.syncer else None,
                          "purge": self._purge_backlog(caller.company),
                          "insights": self.insights.backlog(caller.company) if self.insights else None},
             "budget_today": {**self.learning.budget.today(caller.company, today),
                              "token_limit": s.daily_tokens, "call_limit": s.daily_calls},
         }
+
+    def hindsight_backlogs(self) -> dict[str, dict[str, int]] | None:
+        """Hindsight sync wishes by company and state (pending, done); None without Hindsight."""
+        return self.syncer.backlogs() if self.syncer is not None else None
 
     def _purge_backlog(self, company: str | None) -> dict[str, int]:
         """Forgets with a copy not yet purged (backups ageing out aside), and tombstones not yet in the journal."""
@@ -139,6 +143,11 @@ class Operations:
         lines.append("# TYPE engram_quarantined_events gauge")
         for name, n in self.quarantined().items():
             lines.append(f'engram_quarantined_events{{projection="{name}"}} {n}')
+        if self.syncer is not None:
+            lines.append("# HELP engram_hindsight_sync Hindsight sync wishes by state (pending: not yet in Hindsight)")
+            lines.append("# TYPE engram_hindsight_sync gauge")
+            for state, n in sorted(self.syncer.backlog().items()):
+                lines.append(f'engram_hindsight_sync{{state="{state}"}} {n}')
         lines.append("# TYPE engram_inbox_receipts gauge")
         for state, n in sorted(self.learning.inbox.backlog().items()):
             lines.append(f'engram_inbox_receipts{{state="{state}"}} {n}')

@@ -44,7 +44,9 @@ class Settings(BaseSettings):
     kafka_partitions: Count = 8
     visibility_timeout: Seconds = 5.0  # distributed mode: a write's wait for the workers before 202 visible:false
     hindsight_url: str | None = None
-    hindsight_deadline_ms: Seconds = 150
+    hindsight_deadline_ms: Seconds = 150  # a hard cap on recall's whole call to Hindsight (ADR 0026)
+    hindsight_max_tokens: Count = 1024  # Hindsight's recall answer: at most this many tokens of fact text
+    hindsight_max_hints: Count = 50  # recall reads at most this many of Hindsight's best hints
     hindsight_database_url: str | None = None  # Hindsight's own PostgreSQL: vacuumed after deletes when given
     hindsight_audit_interval: Seconds = 3600.0  # how often deleted documents are re-read in Hindsight
     db_pool_size: Count = 8

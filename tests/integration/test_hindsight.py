@@ -605,3 +605,32 @@ def test_the_observation_proposer_answers_nothing_quickly_when_hindsight_is_down
         assert proposer.propose(Group(Scope("acme", "alice"), facts)) == []
         assert time.monotonic() - started < 1.5
     assert caplog.records and not [r for r in caplog.records if "risks" in r.getMessage().lower()]
+
+
+def test_the_sync_backlog_is_counted_per_company(system, hindsight) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.api.http import create_app
+
+    from helpers import SECRET, auth
+
+    remember(system, "The printer on floor 2 jams on Mondays")
+    system.memories.remember(Caller("globex", "bob", "user"), text="The globex office closes at six", source=SOURCE,
+                             occurred_at=None, visibility="general", team=None, valid_from=None, valid_to=None)
+    assert system.syncer.sync() == 2
+    system.syncer.client = HindsightClient("http://127.0.0.1:9", timeout=1)  # down: the next wish waits
+    remember(system, "Badges are renewed in May")
+    assert system.syncer.sync() == 0
+    with TestClient(create_app(system, SECRET)) as client:
+        def backlog(company: str) -> dict[str, int]:
+            r = client.get("/v1/admin/status", headers=auth(company=company, user="root", role="admin"))
+            assert r.status_code == 200, r.text
+            return r.json()["backlogs"]["hindsight_sync"]
+
+        assert backlog("acme") == {"done": 1, "pending": 1}
+        assert backlog("globex") == {"done": 1}  # another company's wishes are not counted, nor shown
+        assert backlog("initech") == {}
+        metrics = client.get("/metrics").text
+    assert 'engram_hindsight_sync{state="pending"} 1' in metrics and 'engram_hindsight_sync{state="done"} 2' in metrics
+    assert system.operations.hindsight_backlogs() == {"acme": {"done": 1, "pending": 1}, "globex": {"done": 1}}
+    assert system.syncer.backlog() == {"done": 2, "pending": 1}  # every company's, as the syncer sees them

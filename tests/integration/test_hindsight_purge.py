@@ -24,7 +24,7 @@ from engram.hindsight_guard import tokens
 from engram.hindsight_guard.tokens import public_key_text
 from engram.service.hindsight_sync import NOT_VERIFIED, HindsightSyncer
 
-from hindsight_server import HindsightServer, hindsight_binary, start_with_fake_llm
+from hindsight_server import HindsightServer, hindsight_binary, start_beside
 
 pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight not installed (make hindsight)")
 
@@ -45,12 +45,8 @@ def signed(*banks: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
-    from engram.adapters.database import Database
-
-    info = postgres.server.get_postmaster_info()
-    database = Database("hindsight_purge", str(info.socket_dir), str(info.port or 5432), "postgres", "")
-    server = start_with_fake_llm(database, tmp_path_factory.mktemp("hindsight-purge") / "hindsight.log",
-                                 guard_public_key=public_key_text(SIGNING_KEY))
+    server = start_beside(postgres, "hindsight_purge", tmp_path_factory.mktemp("hindsight-purge"),
+                          guard_public_key=public_key_text(SIGNING_KEY))
     yield server
     server.close()
 

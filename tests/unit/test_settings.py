@@ -68,3 +68,14 @@ def test_backup_retention_is_at_most_thirty_days(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ValidationError) as refused:
         Settings()
     assert "at most 30 days" in describe(refused.value)
+
+
+def test_hindsight_answer_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (Settings().hindsight_max_tokens, Settings().hindsight_max_hints) == (1024, 50)  # ADR 0026
+    monkeypatch.setenv("ENGRAM_HINDSIGHT_MAX_TOKENS", "2048")
+    monkeypatch.setenv("ENGRAM_HINDSIGHT_MAX_HINTS", "80")
+    assert (Settings().hindsight_max_tokens, Settings().hindsight_max_hints) == (2048, 80)
+    monkeypatch.setenv("ENGRAM_HINDSIGHT_MAX_HINTS", "0")  # no hint at all is switching Hindsight off, not a bound
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    assert "ENGRAM_HINDSIGHT_MAX_HINTS" in describe(refused.value)
