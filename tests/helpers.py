@@ -77,6 +77,17 @@ def wait_until_ready(proc: subprocess.Popen, url: str, output: Callable[[], str]
     raise TimeoutError("engram serve did not become ready:\n" + output())
 
 
+def until(check: Callable[[], Any], timeout: float = 30, what: str = "the condition") -> Any:
+    """The first truthy answer of `check`, asked again until `timeout` (background work)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def stored_events(engram: Any) -> int:
     """How many events the store holds: a refused request must leave this unchanged."""
     return engram.store.recorder.max_notification_id() or 0

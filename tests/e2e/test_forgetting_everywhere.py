@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from engram.adapters.database import Database, EmbeddedPostgres
 from engram.hindsight_guard.tokens import public_key_text
 
 from broker import TansuBroker, tansu_binary, topic_bytes
-from helpers import SECRET, auth, files_containing, pg_dump, wait_until_ready
+from helpers import SECRET, auth, files_containing, pg_dump, until, wait_until_ready
 from hindsight_server import hindsight_binary, start_with_fake_llm
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
@@ -103,16 +102,6 @@ def _stop(procs: list[tuple[subprocess.Popen, Path]]) -> None:
             p.kill()
 
 
-def _wait(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def remember_learn_correct_recall_forget(url: str, copies: set[str], hindsight: Any) -> list[dict[str, Any]]:
     """The person's whole flow through the API; returns the two forgets' final statuses."""
     with httpx.Client(base_url=url, timeout=60) as c:
@@ -123,7 +112,7 @@ def remember_learn_correct_recall_forget(url: str, copies: set[str], hindsight: 
         assert c.post("/v1/receipts", headers=auth(), json={
             "receipt_id": "r-1", "author": "user", "text": RECEIPT,
             "source": {"kind": "chat", "id": SOURCE_ID, "message_id": RECEIPT_MESSAGE}}).status_code == 202
-        candidates = _wait(lambda: c.get("/v1/candidates", headers=auth()).json()["items"], 60, "a candidate")
+        candidates = until(lambda: c.get("/v1/candidates", headers=auth()).json()["items"], 60, "a candidate")
         learned = candidates[0]["id"]
         assert "quince-5309" in candidates[0]["text"]
         assert c.post(f"/v1/candidates/{learned}/confirm", headers=auth(), json={}).status_code == 200
@@ -133,7 +122,7 @@ def remember_learn_correct_recall_forget(url: str, copies: set[str], hindsight: 
         assert [i["id"] for i in found] == [memory] and found[0]["text"] == CORRECTED
         assert c.post("/v1/recall", headers=auth(), json={"query": "quince jam"}).json()["items"][0]["id"] == learned
         # the scans below can fail: Hindsight holds both texts in clear until the forgets
-        _wait(lambda: {b"lighthouse-4418", b"quince-5309"} <= set(hits(dump(hindsight.database))), 60,
+        until(lambda: {b"lighthouse-4418", b"quince-5309"} <= set(hits(dump(hindsight.database))), 60,
               "Hindsight to hold the corrected and the learned text")
 
         forgets = []
@@ -147,7 +136,7 @@ def remember_learn_correct_recall_forget(url: str, copies: set[str], hindsight: 
             docs = [c.get(f"/v1/forgets/{f}", headers=auth()).json() for f in forgets]
             return docs if all(d["status"] == "purge_complete" for d in docs) else None
 
-        docs = _wait(complete, 120, "purge_complete")
+        docs = until(complete, 120, "purge_complete")
         for doc in docs:
             assert {x["copy"] for x in doc["copies"]} == copies
             assert all(x["state"] == "purged" and x["evidence"] and x["purged_at"] for x in doc["copies"])
