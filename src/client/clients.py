@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
@@ -36,6 +37,10 @@ class endpoint(Generic[P, T]):
 
     def __init__(self, build: Callable[P, Call[T]]) -> None:
         self.build = build
+        self.__doc__ = build.__doc__  # help(Client.recall) tells what the call does
+        signature = inspect.signature(build)  # and what it answers: the model, not the request description
+        self.signature = signature.replace(
+            return_annotation=str(signature.return_annotation).removeprefix("Call[").removesuffix("]"))
 
     @overload
     def __get__(self, client: None, owner: type[Any]) -> endpoint[P, T]: ...
@@ -55,6 +60,7 @@ class endpoint(Generic[P, T]):
             async def coroutine(*args: Any, **kwargs: Any) -> Any:
                 return await send_async(build(*args, **kwargs))
 
+            coroutine.__signature__ = self.signature  # type: ignore[attr-defined]
             return coroutine
         send = client._send
 
@@ -62,6 +68,7 @@ class endpoint(Generic[P, T]):
         def method(*args: Any, **kwargs: Any) -> Any:
             return send(build(*args, **kwargs))
 
+        method.__signature__ = self.signature  # type: ignore[attr-defined]
         return method
 
 
@@ -182,7 +189,7 @@ class AsyncClient(_Calls, _Transport[httpx.AsyncClient]):
             return error
 
     async def iter_memories(self, *, q: str | None = None, page_size: int = 50,
-                            status: Literal["confirmed", "forgotten", "all"] | None = None,
+                            status: Literal["confirmed", "forgotten", "all"] | None = None
                             ) -> AsyncIterator[MemoryOut]:
         """Every memory `memories(q=...)` lists, page after page (following `next_cursor`)."""
         cursor = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -11,7 +13,7 @@ import httpx
 import pytest
 
 from engram.api.models import SourceOut
-from engram.client import RetryPolicy, calls
+from engram.client import AsyncClient, Client, RetryPolicy, calls
 from engram.client.retry import retry_after
 
 SERVER_ONLY = ("fastapi", "starlette", "uvicorn", "eventsourcing", "psycopg", "engram.api.http", "engram.service",
@@ -92,3 +94,15 @@ def test_lost_connections_are_retried_for_idempotent_calls_only() -> None:
     assert policy.wait(recall, 0, httpx.UnsupportedProtocol("ftp")) is None
     with pytest.raises(ValueError):
         RetryPolicy(max_retries=-1)
+
+
+def test_both_clients_have_every_call_with_its_own_signature() -> None:
+    sync, asynchronous = Client("http://127.0.0.1:9", "t"), AsyncClient("http://127.0.0.1:9", "t")
+    recall = inspect.signature(sync.recall)
+    assert list(recall.parameters) == ["query", "as_of", "max_bytes", "limit", "tags"]
+    assert recall.return_annotation == "RecallOut" and inspect.signature(asynchronous.recall) == recall
+    assert inspect.iscoroutinefunction(asynchronous.remember) and not inspect.iscoroutinefunction(sync.remember)
+    assert "POST /v1/memories" in str(Client.remember.__doc__)
+    sync.close()
+    asyncio.run(asynchronous.aclose())
+    assert sync.is_closed and asynchronous.is_closed
