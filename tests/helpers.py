@@ -114,7 +114,7 @@ def files_containing(root: Path, needles: list[bytes]) -> list[str]:
     return hits
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 30, what: str = "the condition") -> Any:
     """The predicate's first truthy answer, asked every 0.3 s; AssertionError after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

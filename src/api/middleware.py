@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
+from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import problems
@@ -119,3 +120,10 @@ class JsonRoute(APIRoute):
             return await handler(request)
 
         return checked
+
+
+def answer(model: type[BaseModel], document: dict[str, Any], status_code: int) -> Response:
+    """A document answered with another status than its route's own, validated and written as the
+    route's own answers are (only the keys the service returned)."""
+    body = model.model_validate(document).model_dump_json(by_alias=True, exclude_unset=True)
+    return Response(body, status_code=status_code, media_type="application/json")

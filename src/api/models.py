@@ -12,7 +12,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi.responses import Response
 from pydantic import BaseModel, Field, PlainValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
@@ -238,6 +237,10 @@ class ReceiptState(BaseModel):
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)
 
 
+class ReceiptBatch(BaseModel):
+    items: list[ReceiptState] = Field(description="one per message, in the order sent")
+
+
 class Revocation(BaseModel):
     source_id: str
     scope: str = Field(description="person or company")
@@ -332,10 +335,3 @@ class ExportOut(BaseModel):
 
 class Health(BaseModel):
     status: str = Field(description="ok (the process runs) or ready (the database answers)")
-
-
-def answer(model: type[BaseModel], document: dict[str, Any], status_code: int) -> Response:
-    """A document answered with another status than its route's own, validated and written as the
-    route's own answers are (only the keys the service returned)."""
-    body = model.model_validate(document).model_dump_json(by_alias=True, exclude_unset=True)
-    return Response(body, status_code=status_code, media_type="application/json")

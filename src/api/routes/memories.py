@@ -7,8 +7,8 @@ from fastapi.responses import PlainTextResponse
 
 from ..dependencies import Insights, Memories, Who
 from ..exports import to_markdown
-from ..middleware import JsonRoute
-from ..models import CandidateOut, ExportOut, History, LinkList, MemoryList, MemoryOut, answer
+from ..middleware import JsonRoute, answer
+from ..models import CandidateOut, ExportOut, History, LinkList, MemoryList, MemoryOut
 from ..reference import STORED_NOT_VISIBLE, answers
 from ..schemas import CorrectIn, PathId, RememberIn
 
