@@ -54,6 +54,9 @@ class Session:
 
 def test_the_session_manager_starts_with_each_run_of_the_app(engram: Any) -> None:
     app = create_app(engram, SECRET)
+    not_started = TestClient(app).post("/mcp", headers={**ACCEPT, "Authorization": f"Bearer {token()}"},
+                                       json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    is_problem(not_started, 503, "unavailable")  # no lifespan, no session manager
     for _ in range(2):  # a manager runs once: each start of the app needs its own
         with TestClient(app) as client:
             tools = Session(client, token()).request("tools/list", {})["tools"]
