@@ -146,6 +146,7 @@ def test_remember_recall_correct_forget_round_trip(serve: Serve, transport: str)
         seen["status"] = await call(client, "forget_status", forget_id=seen["forgotten"]["forget_id"])
         seen["after"] = await call(client, "recall", query="morning tea")
         seen["history_after"] = await call(client, "memory_history", id=memory_id)
+        seen["got_after"] = await call(client, "get_memory", id=memory_id)
         return seen
 
     seen = run(TRANSPORTS[transport](serve), token(user=person), steps)
@@ -164,9 +165,9 @@ def test_remember_recall_correct_forget_round_trip(serve: Serve, transport: str)
     assert {c["copy"] for c in seen["status"]["copies"]} >= {"event_store", "recall_view"}
     assert seen["after"]["items"] == []
     assert all(e["text"] is None for e in seen["history_after"]["events"])
-    # the same document the HTTP API answers
+    # the very document the HTTP API answers
     r = httpx.get(f"{serve.url}/v1/memories/{memory['id']}", headers={"Authorization": f"Bearer {token(user=person)}"})
-    assert r.status_code == 200 and r.json().keys() == seen["got"].keys() and r.json()["status"] == "forgotten"
+    assert r.status_code == 200 and r.json() == seen["got_after"] and r.json()["status"] == "forgotten"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -242,3 +243,18 @@ def test_another_persons_token_never_sees_the_memories(serve: Serve, transport: 
         return await call(client, "get_memory", id=memory["id"])
 
     assert run(connect, alice, still_there)["text"] == memory["text"]  # untouched by bob's attempts
+
+
+def test_stdio_without_a_token_or_a_service() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    done = subprocess.run(ENGRAM + ["mcp"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "ENGRAM_TOKEN" in done.stderr and done.stdout == ""
+
+    class Nowhere:  # a port nothing listens on
+        url = f"http://127.0.0.1:{_free_port()}"
+
+    async def steps(client: Client) -> str:
+        return await failure(client, "recall", query="anything")
+
+    text = run(over_stdio(Nowhere()), token(), steps)  # type: ignore[arg-type]
+    assert text.startswith("unavailable: ") and Nowhere.url in text
