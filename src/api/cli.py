@@ -1,4 +1,4 @@
-"""`engram`: serve, token, projections, migrate, backup, restore, import."""
+"""`engram`: serve, mcp, token, projections, migrate, backup, restore, import."""
 
 from __future__ import annotations
 
@@ -58,6 +58,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         engram.close()
     return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp_remote import run_stdio
+
+    return run_stdio()
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -347,6 +353,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8080)
     s.set_defaults(func=cmd_serve)
+
+    sub.add_parser("mcp", help="a Model Context Protocol server on stdio for one person: ENGRAM_TOKEN at ENGRAM_URL "
+                              "(default http://127.0.0.1:8080)").set_defaults(func=cmd_mcp)
 
     t = sub.add_parser("token", help="print a signed token for local use")
     t.add_argument("--company", required=True)

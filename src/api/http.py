@@ -6,7 +6,7 @@ Routes stay thin (parse, call the service, return its document); what they depen
 
 from fastapi import FastAPI
 
-from . import consistency, dependencies, problems, reference
+from . import consistency, dependencies, mcp_http, problems, reference
 from .dependencies import CompositionRoot
 from .middleware import BodyLimit, JsonRoute
 from .routes import ROUTERS
@@ -23,4 +23,5 @@ def create_app(root: CompositionRoot, token_secret: str) -> FastAPI:
     consistency.install(app, dependencies.ledger_of(root).settler)
     for router in ROUTERS:
         app.include_router(router)
+    mcp_http.install(app)  # MCP over streamable HTTP at /mcp, for the bearer token's caller (ADR 0028)
     return app

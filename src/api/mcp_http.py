@@ -1,0 +1,188 @@
+"""MCP over streamable HTTP at `/mcp` inside `engram serve` (ADR 0028).
+
+Every request to `/mcp` is authenticated like every other route (`dependencies.any_caller`: the same
+token decoder, the same 401 problem); the verified caller rides on the request's ASGI scope to the
+tool call it carries, and the tools call the services for that caller in this process: the same
+request schemas validate the arguments, the same services decide visibility, the same response
+models write the documents. A session id names protocol state only; who acts is decided by the
+token of each request, so a session cannot lend one person's identity to another's requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+from anyio import to_thread
+from fastapi import FastAPI, Request
+from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel, ValidationError
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from engram.adapters.availability import UNAVAILABLE_ERRORS, DatabaseUnavailable
+from engram.domain.errors import DomainError
+from engram.domain.scope import Caller
+from engram.service.pending_writes import collecting
+
+from . import dependencies, problems
+from .mcp_tools import EngramMCP, Problem, build_server
+from .models import CandidateOut, ForgetAccepted, ForgetStatus, History, MemoryList, MemoryOut, RecallOut
+from .schemas import CorrectIn, RecallIn, RememberIn
+
+if TYPE_CHECKING:
+    from engram.adapters.partition_settle import PartitionSettle
+
+PATH = "/mcp"
+_CALLER = "engram.caller"  # the scope key the verified caller travels under
+
+
+def _document(model: type[BaseModel], document: dict[str, Any]) -> dict[str, Any]:
+    """What the HTTP API answers for this document: the model's fields the service returned."""
+    return model.model_validate(document).model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def _invalid(exc: ValidationError) -> Problem:
+    """A request body the HTTP API would refuse with 422, as the same code (field names, no values)."""
+    errors = exc.errors()
+    detail = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())) or 'body'}: {e.get('msg', '')}" for e in errors)
+    code = "invalid_time" if any(e.get("type") == "invalid_time" for e in errors) else "validation_error"
+    return Problem(code, detail)
+
+
+class ServiceBackend:
+    """The tools' requests served by the services of this process, for one verified caller."""
+
+    def __init__(self, request: Request, caller: Caller) -> None:
+        self.request, self.caller = request, caller
+
+    async def _run(self, work: Callable[[], dict[str, Any]], *, admit: bool = True) -> dict[str, Any]:
+        """One service call in a worker thread; a write answers once visible (API.md "Consistency"),
+        or after the timeout with `visible: false`, as the HTTP API's writes do."""
+        ledger = await dependencies.ledger(self.request)
+
+        def call() -> tuple[dict[str, Any], list[Any]]:
+            with collecting() as pending:
+                if admit:
+                    dependencies.admitted_caller(self.caller, ledger)
+                return work(), pending.recordings
+
+        try:
+            document, recordings = await to_thread.run_sync(call)
+            if recordings:  # left here only by a settler that defers the wait to this layer
+                settle = cast("PartitionSettle", ledger.settler)
+                if not await settle.visible(recordings, settle.timeout):
+                    document = {**document, "visible": False}
+        except DomainError as exc:
+            raise Problem(exc.code, exc.detail) from None
+        except UNAVAILABLE_ERRORS:
+            raise Problem("unavailable", DatabaseUnavailable.detail) from None
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        return document
+
+    async def recall(self, body: dict[str, Any]) -> dict[str, Any]:
+        service, who = await dependencies.recall_service(self.request), self.caller
+
+        def work() -> dict[str, Any]:
+            b = RecallIn.model_validate(body)
+            return service.recall(who, query=b.query, as_of=b.as_of, max_bytes=b.max_bytes, limit=b.limit)
+
+        return _document(RecallOut, await self._run(work, admit=False))  # recall works in every rollout mode
+
+    async def remember(self, body: dict[str, Any]) -> dict[str, Any]:
+        memories, who = await dependencies.memory_service(self.request), self.caller
+
+        def work() -> dict[str, Any]:
+            b = RememberIn.model_validate(body)
+            # tags reach the service once its request body has them (never dropped: mcp_tools refuses them before)
+            given = getattr(b, "tags", None)
+            tags: dict[str, Any] = {"tags": given} if given else {}
+            return memories.remember(who, text=b.text, source=b.source.model_dump(), occurred_at=b.occurred_at,
+                                     visibility=b.visibility, team=b.team, valid_from=b.valid_from,
+                                     valid_to=b.valid_to, **tags)
+
+        document = await self._run(work)
+        return _document(CandidateOut if document["status"] == "pending_review" else MemoryOut, document)
+
+    async def list_memories(self, q: str | None) -> dict[str, Any]:
+        memories, who = await dependencies.memory_service(self.request), self.caller
+        return _document(MemoryList, await self._run(lambda: memories.list_memories(who, q=q, limit=50, cursor=None)))
+
+    async def get_memory(self, memory_id: str) -> dict[str, Any]:
+        memories, who = await dependencies.memory_service(self.request), self.caller
+        return _document(MemoryOut, await self._run(lambda: memories.get(who, memory_id)))
+
+    async def memory_history(self, memory_id: str) -> dict[str, Any]:
+        memories, who = await dependencies.memory_service(self.request), self.caller
+        return _document(History, await self._run(lambda: memories.history(who, memory_id)))
+
+    async def correct_memory(self, memory_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        memories, who = await dependencies.memory_service(self.request), self.caller
+
+        def work() -> dict[str, Any]:
+            b = CorrectIn.model_validate(body)
+            return memories.correct(who, memory_id, text=b.text, valid_from=b.valid_from, valid_to=b.valid_to,
+                                    reason=b.reason, acknowledge_sensitive=b.acknowledge_sensitive,
+                                    source=b.source.model_dump() if b.source else None)
+
+        return _document(MemoryOut, await self._run(work))
+
+    async def forget_memory(self, memory_id: str) -> dict[str, Any]:
+        memories, who = await dependencies.memory_service(self.request), self.caller
+        return _document(ForgetAccepted, await self._run(lambda: memories.forget(who, memory_id)))
+
+    async def forget_status(self, forget_id: str) -> dict[str, Any]:
+        forgetting, who = await dependencies.forgetting_service(self.request), self.caller
+        return _document(ForgetStatus, await self._run(lambda: forgetting.status(who, forget_id)))
+
+
+def _backend_of(ctx: Context) -> ServiceBackend:
+    request = ctx.request_context.request
+    if not isinstance(request, Request) or not isinstance(request.scope.get(_CALLER), Caller):
+        raise Problem("unauthenticated", "a bearer token is required")  # only /mcp below reaches the tools
+    return ServiceBackend(request, request.scope[_CALLER])
+
+
+class McpEndpoint:
+    """`/mcp`: 401 (a problem, like every route's) without a valid bearer token; else the SDK's
+    streamable HTTP transport, with the verified caller in the request's scope."""
+
+    def __init__(self, server: EngramMCP) -> None:
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            deployment = await dependencies.deployment_settings(request)
+            caller = dependencies.any_caller(request, None, deployment)
+        except DomainError as exc:
+            await problems.problem(exc.status, exc.code, exc.title, exc.detail)(scope, receive, send)
+            return
+        try:
+            manager = self.server.session_manager
+        except RuntimeError:  # the app's lifespan has not started the session manager
+            await problems.problem(503, "unavailable", "Service unavailable", "MCP is starting")(scope, receive, send)
+            return
+        await manager.handle_request({**scope, _CALLER: caller}, receive, send)
+
+
+def install(app: FastAPI) -> None:
+    """Mount `/mcp` and run the SDK's session manager inside the app's lifespan: each start of the
+    app (a server, a test client) gets a new manager, as one can run only once."""
+    server = build_server(_backend_of)
+    app.router.routes.append(Route(PATH, endpoint=McpEndpoint(server), methods=["GET", "POST", "DELETE"]))
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(application: Any) -> AsyncIterator[Any]:
+        # The bearer token (never a cookie) is what a rebinding page cannot send, and the service may be
+        # reached by any host name (a container's): the SDK's Host-header check would refuse those.
+        server.streamable_http_app(streamable_http_path=PATH,
+                                   transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        async with server.session_manager.run(), inner(application) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
