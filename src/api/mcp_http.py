@@ -97,12 +97,9 @@ class ServiceBackend:
 
         def work() -> dict[str, Any]:
             b = RememberIn.model_validate(body)
-            # tags reach the service once its request body has them (never dropped: mcp_tools refuses them before)
-            given = getattr(b, "tags", None)
-            tags: dict[str, Any] = {"tags": given} if given else {}
             return memories.remember(who, text=b.text, source=b.source.model_dump(), occurred_at=b.occurred_at,
                                      visibility=b.visibility, team=b.team, valid_from=b.valid_from,
-                                     valid_to=b.valid_to, **tags)
+                                     valid_to=b.valid_to, tags=b.tags)
 
         document = await self._run(work)
         return _document(CandidateOut if document["status"] == "pending_review" else MemoryOut, document)

@@ -19,8 +19,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from .schemas import RememberIn
-
 INSTRUCTIONS = (
     "Engram is the long-term memory of one person: what they asked to be remembered about themselves "
     "(preferences, plans, facts about their work and life), with the evidence each memory rests on. "
@@ -29,9 +27,6 @@ INSTRUCTIONS = (
     "`correct_memory` when they say a memory is wrong or has changed; `forget_memory` when they ask you "
     "to forget. Every result is a JSON document; an error starts with a code such as `not_found:`."
 )
-
-# The tags the service can store: accepted by `remember` as soon as the service's request body has them.
-SERVICE_STORES_TAGS = "tags" in RememberIn.model_fields
 
 
 class Problem(ToolError):
@@ -141,8 +136,6 @@ def build_server(backend_of: BackendOf) -> EngramMCP:
         sensitive statement (health, finances, ...) comes back as a candidate with
         "status": "pending_review" that the person confirms in Engram; a secret (password, API key) is
         refused with `secret_refused` and nothing is stored."""
-        if tags and not SERVICE_STORES_TAGS:
-            raise Problem("tags_unsupported", "this Engram does not store tags yet; remember without tags")
         source = {"kind": "mcp", "id": source_id or _client_name(ctx), "message_id": message_id}
         body: dict[str, Any] = {"text": text, "explicit": True, "source": source}
         if tags:

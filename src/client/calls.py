@@ -144,9 +144,12 @@ def recall(*, query: str = "", as_of: Time | None = None, max_bytes: int | None 
 
 
 def memories(*, q: str | None = None, limit: int | None = None, cursor: str | None = None,
-             status: Literal["confirmed", "forgotten", "all"] | None = None) -> Call[MemoryList]:
-    """`GET /v1/memories`: one page; `next_cursor` asks for the next (or use `iter_memories`)."""
-    return _get("/v1/memories", MemoryList, q=q, limit=limit, cursor=cursor, status=status)
+             status: Literal["confirmed", "forgotten", "all"] | None = None,
+             tags: Sequence[str] | None = None) -> Call[MemoryList]:
+    """`GET /v1/memories`: one page; `next_cursor` asks for the next (or use `iter_memories`). `tags`:
+    only memories holding all of them."""
+    return _get("/v1/memories", MemoryList, q=q, limit=limit, cursor=cursor, status=status,
+                tags=list(tags) if tags else None)
 
 
 def memory(memory_id: str, /) -> Call[MemoryOut]:

@@ -11,7 +11,7 @@ import asyncio
 import functools
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
@@ -148,11 +148,12 @@ class Client(_Calls, _Transport[httpx.Client]):
             return error
 
     def iter_memories(self, *, q: str | None = None, page_size: int = 50,
-                      status: Literal["confirmed", "forgotten", "all"] | None = None) -> Iterator[MemoryOut]:
+                      status: Literal["confirmed", "forgotten", "all"] | None = None,
+                      tags: Sequence[str] | None = None) -> Iterator[MemoryOut]:
         """Every memory `memories(q=...)` lists, page after page (following `next_cursor`)."""
         cursor = None
         while True:
-            page = self.memories(q=q, limit=page_size, cursor=cursor, status=status)
+            page = self.memories(q=q, limit=page_size, cursor=cursor, status=status, tags=tags)
             yield from page.items
             if not page.next_cursor:
                 return
@@ -189,12 +190,12 @@ class AsyncClient(_Calls, _Transport[httpx.AsyncClient]):
             return error
 
     async def iter_memories(self, *, q: str | None = None, page_size: int = 50,
-                            status: Literal["confirmed", "forgotten", "all"] | None = None
-                            ) -> AsyncIterator[MemoryOut]:
+                            status: Literal["confirmed", "forgotten", "all"] | None = None,
+                            tags: Sequence[str] | None = None) -> AsyncIterator[MemoryOut]:
         """Every memory `memories(q=...)` lists, page after page (following `next_cursor`)."""
         cursor = None
         while True:
-            page = await self.memories(q=q, limit=page_size, cursor=cursor, status=status)
+            page = await self.memories(q=q, limit=page_size, cursor=cursor, status=status, tags=tags)
             for memory in page.items:
                 yield memory
             if not page.next_cursor:

@@ -11,7 +11,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from engram.api.http import create_app
-from engram.api.mcp_tools import SERVICE_STORES_TAGS
 
 from helpers import SECRET, is_problem, token
 
@@ -103,15 +102,12 @@ def test_an_unregistered_bot_reads_nothing_and_writes_nothing(client: TestClient
     assert not failed and json.loads(text)["items"] == []  # nothing was stored for the person
 
 
-def test_tags_are_stored_or_refused_never_dropped(client: TestClient) -> None:
+def test_tags_are_stored_never_dropped(client: TestClient) -> None:
     session = Session(client, token())
     failed, text = session.tool("remember", text="Send me the weekly report on Fridays", tags=["work", "reports"])
-    if SERVICE_STORES_TAGS:
-        assert not failed, text
-        assert sorted(json.loads(text)["tags"]) == ["reports", "work"]
-    else:
-        assert failed and text.startswith("tags_unsupported: ")
-        failed, text = session.tool("list_memories")
-        assert json.loads(text)["items"] == []  # refused before anything was written
+    assert not failed, text
+    assert sorted(json.loads(text)["tags"]) == ["reports", "work"]
+    failed, text = session.tool("list_memories")
+    assert [m["tags"] for m in json.loads(text)["items"]] == [["work", "reports"]]
     failed, text = session.tool("remember", text="x", tags=["t" * 65])
     assert failed and text.startswith("validation_error: tags")
