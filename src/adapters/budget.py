@@ -136,9 +136,23 @@ class BudgetLedger:
             )
 
     def today(self, company: str, day: date) -> dict[str, int]:
+        """The company's use that day: tokens charged, calls made, and calls that failed (each charged
+        only what the provider reported, nothing when it reported nothing)."""
         with self.datastore.get_connection() as conn:
             row = conn.execute(
                 "SELECT tokens, calls FROM engram_budget_days WHERE company = %s AND person = '' AND day = %s",
                 (company, day),
             ).fetchone()
-        return {"tokens": int(row["tokens"]), "calls": int(row["calls"])} if row else {"tokens": 0, "calls": 0}
+            failed = conn.execute(
+                "SELECT count(*) AS n FROM engram_usage_ledger WHERE company = %s AND day = %s "
+                "AND outcome IN ('error', 'malformed')", (company, day),
+            ).fetchone()
+        used = {"tokens": int(row["tokens"]), "calls": int(row["calls"])} if row else {"tokens": 0, "calls": 0}
+        return {**used, "failed_calls": int(failed["n"]) if failed else 0}
+
+    def failures(self) -> int:
+        """Model calls that failed, every company and day: a count for /metrics."""
+        with self.datastore.get_connection() as conn:
+            row = conn.execute("SELECT count(*) AS n FROM engram_usage_ledger WHERE outcome IN ('error', 'malformed')"
+                               ).fetchone()
+        return int(row["n"]) if row else 0

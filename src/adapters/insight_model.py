@@ -128,8 +128,9 @@ class ModelInsightProposer:
         try:
             answer = self.chat.ask(SYSTEM_PROMPT, user, SCHEMA)
         except ModelError as e:  # our own message: a status or an exception class, never text
-            self.budget.settle(reservation.reservation_id, None, self.clock.now())  # keep the conservative charge
-            self._record(company, person, day, reservation.tokens, None, None, reservation.tokens, 0, 0, "error")
+            # the provider reported no usage for a failed call: nothing is charged beyond that (the call counts)
+            self.budget.settle(reservation.reservation_id, 0, self.clock.now())
+            self._record(company, person, day, reservation.tokens, None, None, 0, 0, 0, "error")
             log.warning("insight model call failed (%s); the group is tried again later", e)
             return []
         charged = self.budget.settle(reservation.reservation_id, answer.usage.total, self.clock.now())

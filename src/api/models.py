@@ -298,6 +298,8 @@ class Backlogs(BaseModel):
 class BudgetToday(BaseModel):
     tokens: int
     calls: int
+    failed_calls: int = Field(default=0, description="model calls that failed today (charged only the usage the "
+                                                      "provider reported, nothing when it reported none)")
     token_limit: int
     call_limit: int
 

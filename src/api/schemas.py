@@ -157,6 +157,13 @@ class ReceiptIn(BaseModel):
     team: Id | None = None
 
 
+class ReceiptBatchIn(BaseModel):
+    """A whole conversation: every message is checked, then the new ones are stored together."""
+
+    model_config = ConfigDict(extra="forbid")
+    messages: list[ReceiptIn] = Field(min_length=1, max_length=100)
+
+
 class ForgetManyIn(BaseModel):
     """Exactly one of `ids` and `source_id`."""
 

@@ -172,6 +172,13 @@ class InboxQueries:
                                (receipt_uuid,)).fetchone()
         return int(row["attempts"]) if row else 0
 
+    def progress(self, receipt_uuid: UUID) -> tuple[int, str | None]:
+        """How many tries a receipt has had, and what the last one is waiting for (None: nothing)."""
+        with self.datastore.get_connection() as conn:
+            row = conn.execute("SELECT attempts, waiting_for FROM engram_inbox_leases WHERE receipt_uuid = %s",
+                               (receipt_uuid,)).fetchone()
+        return (int(row["attempts"]), row["waiting_for"]) if row else (0, None)
+
     def defer(self, receipt_uuid: UUID, not_before: datetime, *, why: str, count_attempt: bool) -> None:
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(

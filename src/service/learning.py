@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -10,11 +11,12 @@ from uuid import UUID
 
 from engram.adapters.budget import EXHAUSTED, PAUSED, TOO_LARGE, BudgetLedger, Limits, Refusal
 from engram.adapters.extractors import Extractor, ExtractorError
+from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, Forbidden, MemoryForgotten, NotFound
 from engram.domain.evidence import Source
 from engram.domain.extraction import Proposal, accept_proposals
 from engram.domain.memory import NORMAL
-from engram.domain.receipt import QUEUED, STOPS_CAPTURE, Receipt, candidate_uuid, receipt_uuid
+from engram.domain.receipt import FAILED, PROCESSED, QUEUED, STOPS_CAPTURE, Receipt, candidate_uuid, receipt_uuid
 from engram.domain.review import SECRET_CONTENT
 from engram.domain.scope import Caller
 from engram.domain.text import validate_id, validate_text
@@ -41,6 +43,13 @@ def next_utc_midnight(now: datetime) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
+def _error_code(waiting_for: str | None) -> str | None:
+    """Why the last try did not finish, as a code: budgets by name, anything else `extractor_error`."""
+    if waiting_for is None:
+        return None
+    return waiting_for if waiting_for in (EXHAUSTED, PAUSED) else "extractor_error"
+
+
 class LearningService:
     def __init__(self, memories: MemoryService, inbox: InboxQueries, budget: BudgetLedger,
                  extractor: Extractor, rules: LearningRules) -> None:
@@ -59,27 +68,57 @@ class LearningService:
                 occurred_at: datetime | None, source: dict[str, Any], visibility: str,
                 team: str | None) -> dict[str, Any]:
         """Store a durable receipt (idempotent by receipt_id) and say whether it will be mined."""
+        return self.receive_many(caller, [{
+            "receipt_id": receipt_id, "author": author, "kind": kind, "text": text, "occurred_at": occurred_at,
+            "source": source, "visibility": visibility, "team": team}])["items"][0]
+
+    def receive_many(self, caller: Caller, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """A whole conversation at once: every message is checked first (one refused, none is stored),
+        then every new one is stored in one transaction; each stays idempotent by its receipt_id."""
         self.ledger.admit(caller)
         if caller.is_administrative:
             raise Forbidden("administrative tokens do not send messages")
         access = self.ledger.access(caller)
         access.require_may_act()
-        validate_text(text, self.memories.max_text_bytes, allow_empty=True)
-        validate_id(receipt_id, "receipt_id")
-        origin = Source.of(source)
-        if visibility == "restricted":
-            access.require_restricted_scope(team, origin.id)  # the scope its candidates will have
-        rid = receipt_uuid(caller.company, caller.person, receipt_id)
-        existing = self._get(rid)
-        if existing is not None:
-            return self.receipt_view(existing)
+        for m in messages:
+            validate_text(m["text"], self.memories.max_text_bytes, allow_empty=True)
+            validate_id(m["receipt_id"], "receipt_id")
+            if m["visibility"] == "restricted":
+                access.require_restricted_scope(m["team"], Source.of(m["source"]).id)  # its candidates' scope
+        known: dict[UUID, Receipt] = {}
+        new: list[Receipt] = []
+        for m in messages:
+            rid = receipt_uuid(caller.company, caller.person, m["receipt_id"])
+            if rid in known:
+                continue  # the same receipt twice in one batch
+            existing = self._get(rid)
+            receipt = existing if existing is not None else self._receipt(caller, access, m)
+            known[rid] = receipt
+            if existing is None:
+                new.append(receipt)
+        for receipt in new:  # every receipt has a key: its source is sealed even without its text (ADR 0019)
+            self.keys.create(receipt.id, caller.company)
+        if new:
+            try:
+                self.ledger.save(*new)
+            except Conflict:  # some arrived at the same time through another request: keep each once
+                for receipt in new:
+                    with contextlib.suppress(Conflict):
+                        self.ledger.save(receipt)
+        return {"items": [self.receipt_view(self._get(rid) or known[rid]) for rid in (
+            receipt_uuid(caller.company, caller.person, m["receipt_id"]) for m in messages)]}
+
+    def _receipt(self, caller: Caller, access: Access, m: dict[str, Any]) -> Receipt:
+        """A new receipt, its text kept only when it will be mined (else the reason it is ignored)."""
+        origin = Source.of(m["source"])
+        text = m["text"]
         reason = None
-        if kind in STOPS_CAPTURE:
+        if m["kind"] in STOPS_CAPTURE:
             reason = "capture_stopped"
         elif self.inbox.capture_stopped(caller.company, caller.person,
                                         self.memories.index.source(caller.company, origin.id)):
             reason = "capture_stopped"
-        elif author != "user":
+        elif m["author"] != "user":
             reason = "not_user_text"
         elif access.learning_paused:
             reason = "learning_paused"
@@ -89,26 +128,20 @@ class LearningService:
             reason = "secret_refused"
         elif not text.strip():
             reason = "empty"
-        keep_text = reason is None
-        receipt = Receipt.receive(
-            company=caller.company, person=caller.person, receipt_id=receipt_id, author=author, kind=kind,
-            text=text if keep_text else None, occurred_at=occurred_at, source=origin.as_dict(),
-            visibility=visibility, team=team, ignored_because=reason, at=self.clock.now(),
+        return Receipt.receive(
+            company=caller.company, person=caller.person, receipt_id=m["receipt_id"], author=m["author"],
+            kind=m["kind"], text=text if reason is None else None, occurred_at=m["occurred_at"],
+            source=origin.as_dict(), visibility=m["visibility"], team=m["team"], ignored_because=reason,
+            at=self.clock.now(),
         )
-        # Every receipt has a key: its source is sealed even when its text was never kept (ADR 0019).
-        self.keys.create(receipt.id, caller.company)
-        try:
-            self.ledger.save(receipt)
-        except Conflict:  # the same receipt arrived twice at once
-            pass
-        return self.receipt_view(self._get(rid) or receipt)
 
     def _get(self, rid: UUID) -> Receipt | None:
         return self.ledger.get(rid, Receipt)
 
     @staticmethod
     def receipt_view(r: Receipt) -> dict[str, Any]:
-        view: dict[str, Any] = {"receipt_id": r.receipt_id, "state": r.state}
+        """A receipt as its sender sees it: state `queued`, `done`, `ignored` or `failed` (and why)."""
+        view: dict[str, Any] = {"receipt_id": r.receipt_id, "state": "done" if r.state == PROCESSED else r.state}
         if r.reason:
             view["reason"] = r.reason
         if r.candidate_ids:
@@ -116,10 +149,14 @@ class LearningService:
         return view
 
     def status(self, caller: Caller, receipt_id: str) -> dict[str, Any]:
+        """Its state, the tries so far (0 before the first) and the last one's error as a code (never text)."""
         r = self._get(receipt_uuid(caller.company, caller.person, receipt_id))
         if r is None or caller.is_administrative or not self.ledger.access(caller).may_read:
             raise NotFound("no such receipt")
-        return self.receipt_view(r)
+        attempts, waiting_for = self.inbox.progress(r.id)
+        last_error = r.reason if r.state == FAILED else _error_code(waiting_for)
+        return {**self.receipt_view(r), "attempts": attempts, "last_error": last_error,
+                "candidate_ids": list(r.candidate_ids or [])}
 
     # -- the worker ------------------------------------------------------------
 
@@ -196,8 +233,9 @@ class LearningService:
         try:
             extraction = self.extractor.extract(text)
         except ExtractorError as e:
-            self.budget.settle(reservation.reservation_id, None, self.clock.now())  # keep the conservative charge
-            self._ledger(receipt, day, attempts, reservation.tokens, None, None, reservation.tokens, 0, 0, "error")
+            # the provider reported no usage for a failed call: nothing is charged beyond that (the call counts)
+            self.budget.settle(reservation.reservation_id, 0, self.clock.now())
+            self._ledger(receipt, day, attempts, reservation.tokens, None, None, 0, 0, 0, "error")
             if attempts >= self.rules.max_attempts:
                 self._end(receipt, lambda: receipt.fail("extractor_failed", now))
             else:

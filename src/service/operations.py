@@ -156,6 +156,9 @@ class Operations:
             lines.append("# TYPE engram_insight_backlog gauge")
             for kind, n in sorted(self.insights.backlog(None).items()):
                 lines.append(f'engram_insight_backlog{{kind="{kind}"}} {n}')
+        lines.append("# HELP engram_model_call_failures_total Model calls (extraction, insights) that failed")
+        lines.append("# TYPE engram_model_call_failures_total counter")
+        lines.append(f"engram_model_call_failures_total {self.learning.budget.failures()}")
         lines.append("# TYPE engram_events_total counter")
         lines.append(f"engram_events_total {self.store.recorder.max_notification_id() or 0}")
         return "\n".join(lines) + "\n"

@@ -65,7 +65,7 @@ def test_labelled_set_through_the_model_extractor_and_learning(system, llm) -> N
         by_message[evidence["source"]["message_id"]].append(evidence["quote"])
     for m in MESSAGES:
         state = client.get(f"/v1/receipts/{m.id}", headers=auth()).json()
-        assert state["state"] == "processed", (m.id, state)
+        assert state["state"] == "done", (m.id, state)
         assert len(state.get("candidate_ids", [])) == len(m.memories), m.id
         assert all(q in m.text for q in by_message[m.id]) and not invented & set(by_message[m.id]), m.id
 

@@ -61,7 +61,7 @@ def test_a_valid_insight_comes_back_with_its_memories_and_its_cost_is_charged(ll
                      (ids[2], "Put the risks first when summarising")]]
     assert len(llm.calls) == 1 and llm.calls[0]["response_format"]["json_schema"]["name"] == "insights"
     # reserved before, settled after: the day is charged what the model said it used (40 + 10)
-    assert budget.today("acme", T0.date()) == {"tokens": 50, "calls": 1}
+    assert budget.today("acme", T0.date()) == {"tokens": 50, "calls": 1, "failed_calls": 0}
     [row] = usage(budget)
     assert row["tokens_reserved"] > 50 and dict(row, tokens_reserved=None) == {
         "person": "alice", "extractor": "insight-model", "model": "test-model", "tokens_reserved": None,
@@ -93,17 +93,18 @@ def test_an_insight_citing_an_unknown_memory_or_another_groups_is_dropped(llm, b
 def test_a_malformed_answer_proposes_nothing_and_still_counts(llm, budget, content: str) -> None:
     llm.insights = lambda lines: content
     assert proposer(llm, budget).propose(group("Risks come first", "Risks first again")) == []
-    assert budget.today("acme", T0.date()) == {"tokens": 50, "calls": 1}
+    # the provider reported 50 tokens: charged those, and the call shows as failed
+    assert budget.today("acme", T0.date()) == {"tokens": 50, "calls": 1, "failed_calls": 1}
     [row] = usage(budget)
     assert (row["outcome"], row["proposals"], row["accepted"]) == ("malformed", 0, 0)
 
 
-def test_a_failed_call_proposes_nothing_and_keeps_the_conservative_charge(llm, budget) -> None:
+def test_a_failed_call_proposes_nothing_and_is_charged_no_tokens(llm, budget) -> None:
     llm.failures = [503]
     assert proposer(llm, budget).propose(group("Risks come first", "Risks first again")) == []
     [row] = usage(budget)
-    assert row["outcome"] == "error" and row["tokens_charged"] == row["tokens_reserved"]
-    assert budget.today("acme", T0.date()) == {"tokens": row["tokens_reserved"], "calls": 1}
+    assert row["outcome"] == "error" and row["tokens_charged"] == 0 < row["tokens_reserved"]
+    assert budget.today("acme", T0.date()) == {"tokens": 0, "calls": 1, "failed_calls": 1}
 
 
 def test_a_spent_budget_means_no_call_at_all(llm, budget) -> None:
@@ -116,7 +117,7 @@ def test_a_spent_budget_means_no_call_at_all(llm, budget) -> None:
     assert proposer(llm, budget, Limits(company_tokens=100, company_calls=100)).propose(risks) == []  # too large
     assert proposer(llm, budget, Limits(company_tokens=0, company_calls=100)).propose(risks) == []  # paused
     assert llm.calls == [] and usage(budget) == []
-    assert budget.today("acme", T0.date()) == {"tokens": 10, "calls": 1}
+    assert budget.today("acme", T0.date()) == {"tokens": 10, "calls": 1, "failed_calls": 0}
     # bob's own allowance is untouched by alice's
     bob = group("Risks come first", "Risks first again", scope=Scope("acme", "bob"))
     assert len(proposer(llm, budget, Limits(1_000_000, 100, person_tokens=1_000_000, person_calls=1)).propose(bob)) == 1
@@ -127,7 +128,7 @@ def test_fewer_than_two_facts_that_fit_mean_no_call(llm, budget) -> None:
     assert proposer(llm, budget).propose(group("Risks come first")) == []
     huge = ModelInsightProposer(ChatModel(llm.url, "test-model"), budget, ROOMY, FixedClock(T0), max_prompt_bytes=100)
     assert huge.propose(group("x" * 200, "Risks come first")) == []  # only one fits
-    assert llm.calls == [] and budget.today("acme", T0.date()) == {"tokens": 0, "calls": 0}
+    assert llm.calls == [] and budget.today("acme", T0.date()) == {"tokens": 0, "calls": 0, "failed_calls": 0}
 
 
 def test_the_insight_service_runs_the_model_beside_the_local_proposer(settings, database, llm) -> None:  # noqa: ANN001

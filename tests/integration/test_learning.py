@@ -15,7 +15,7 @@ from engram.api.bootstrap import Engram
 from engram.api.http import create_app
 from engram.domain.clock import FixedClock
 
-from helpers import SECRET, auth, remember_body
+from helpers import SECRET, auth, is_problem, remember_body
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -62,11 +62,11 @@ def test_receipt_becomes_candidate_with_exact_evidence(make) -> None:
     assert datetime.fromisoformat(ev["occurred_at"]) == datetime(2026, 11, 2, 1, 0, tzinfo=UTC)
     assert found["以后开会请提前十分钟提醒我"]["evidence"][0]["quote"] in zh
     status = client.get("/v1/receipts/r-1", headers=auth()).json()
-    assert status["state"] == "processed" and len(status["candidate_ids"]) == 1
+    assert status["state"] == "done" and len(status["candidate_ids"]) == 1
 
     # re-delivery adds nothing, before or after processing
     again = client.post("/v1/receipts", json=receipt("r-1", en), headers=auth())
-    assert again.status_code == 202 and again.json()["state"] == "processed"
+    assert again.status_code == 202 and again.json()["state"] == "done"
     assert system.learning.work() == 0
     assert len(candidates(client)) == 2
     # unreviewed candidates never reach recall
@@ -169,12 +169,12 @@ def test_concurrent_reservations_against_caps(engram) -> None:
     results = race(Limits(company_tokens=550, company_calls=1000), 100)
     admitted = [r for r in results if isinstance(r, Reservation)]
     assert len(admitted) == 5 and {r.reason for r in results if isinstance(r, Refusal)} == {"budget_exhausted"}
-    assert ledger.today("acme", day) == {"tokens": 500, "calls": 5}
+    assert ledger.today("acme", day) == {"tokens": 500, "calls": 5, "failed_calls": 0}
     # settling frees exactly the unused room: 5 x 60 unused = 300 -> exactly 3 more calls of 100 fit (with 50 left)
     for r in admitted:
         assert ledger.settle(r.reservation_id, 40, T0) == 40
         assert ledger.settle(r.reservation_id, 40, T0) is None  # exactly once
-    assert ledger.today("acme", day) == {"tokens": 200, "calls": 5}
+    assert ledger.today("acme", day) == {"tokens": 200, "calls": 5, "failed_calls": 0}
     more = [r for r in race(Limits(company_tokens=550, company_calls=1000), 100) if isinstance(r, Reservation)]
     assert len(more) == 3
     # unknown usage keeps the conservative reservation
@@ -195,7 +195,7 @@ def test_twelve_receipts_against_a_call_cap_of_three(make, llm) -> None:
         w.join(timeout=60)
     assert len(llm.calls) == 3
     states = [client.get(f"/v1/receipts/r-{i}", headers=auth(user=f"u{i % 4}")).json()["state"] for i in range(12)]
-    assert states.count("processed") == 3 and states.count("queued") == 9
+    assert states.count("done") == 3 and states.count("queued") == 9
     # deferred to the next UTC day without using a retry; same day: nothing more
     clock.advance(hours=2)
     assert system.learning.work(limit=20) == 0 and len(llm.calls) == 3
@@ -203,21 +203,24 @@ def test_twelve_receipts_against_a_call_cap_of_three(make, llm) -> None:
     assert system.learning.work(limit=20) == 3 and len(llm.calls) == 6
 
 
-def test_crash_mid_call_keeps_the_conservative_charge_and_retries(make, llm) -> None:
+def test_a_failed_call_is_charged_only_what_the_provider_reported_and_retries(make, llm) -> None:
     system, client, clock = make(llm_base_url=llm.url)
     text = "I prefer tea in the afternoon."
     llm.proposals[text] = [{"text": "Prefers afternoon tea", "quote": text}]
     llm.failures = [500]
     client.post("/v1/receipts", json=receipt("r-1", text), headers=auth())
     assert system.learning.work() == 0
-    reserved = system.learning.budget.today("acme", T0.date())
-    estimate = system.learning.extractor.estimate_tokens(text)
-    assert reserved == {"tokens": estimate, "calls": 1}  # the failed call's usage is unknown: keep it all
+    charged = system.learning.budget.today("acme", T0.date())
+    # the provider reported no usage for the failed call: no tokens charged; the call counts, and shows
+    assert charged == {"tokens": 0, "calls": 1, "failed_calls": 1}
+    status = client.get("/v1/admin/status", headers=auth(user="root", role="admin")).json()
+    assert status["budget_today"]["failed_calls"] == 1
+    assert "engram_model_call_failures_total 1" in client.get("/metrics").text
     assert system.learning.work() == 0  # backing off
     clock.advance(minutes=5)
     assert system.learning.work() == 1
     assert [c["text"] for c in candidates(client)] == ["Prefers afternoon tea"]
-    assert system.learning.budget.today("acme", T0.date()) == {"tokens": estimate + 50, "calls": 2}
+    assert system.learning.budget.today("acme", T0.date()) == {"tokens": 50, "calls": 2, "failed_calls": 1}
 
 
 def test_a_crash_between_steps_neither_loses_nor_doubles(make, llm) -> None:
@@ -269,7 +272,8 @@ def test_a_request_larger_than_the_whole_allowance_fails_alone(make, llm) -> Non
     client.post("/v1/receipts", json=receipt("r-small", short), headers=auth())
     system.learning.work()
     big = client.get("/v1/receipts/r-big", headers=auth()).json()
-    assert big == {"receipt_id": "r-big", "state": "failed", "reason": "larger_than_daily_budget"}
+    assert big == {"receipt_id": "r-big", "state": "failed", "reason": "larger_than_daily_budget", "attempts": 0,
+                   "last_error": "larger_than_daily_budget", "candidate_ids": []}
     assert [c["text"] for c in candidates(client)] == ["Prefers figs"]
     assert len(llm.calls) == 1
 
@@ -321,3 +325,32 @@ def test_restricted_receipts_need_a_scope_the_person_holds(make) -> None:
     r = client.post("/v1/receipts", json=receipt("r-1", "I like tea.", visibility="restricted"), headers=auth())
     assert r.status_code == 422 and r.json()["code"] == "invalid_scope"
     assert system.learning.work() == 0
+
+
+def test_a_whole_conversation_in_one_call(make) -> None:
+    system, client, _ = make()
+    conversation = [receipt("c-1", "Where do you want the summary?", author="assistant"),
+                    receipt("c-2", "I prefer summaries in the team channel."),
+                    receipt("c-3", "Thanks!"),
+                    receipt("c-2", "I prefer summaries in the team channel.")]  # the same message twice
+    r = client.post("/v1/receipts", json={"messages": conversation}, headers=auth())
+    assert r.status_code == 202, r.text
+    assert r.json() == {"items": [{"receipt_id": "c-1", "state": "ignored", "reason": "not_user_text"},
+                                  {"receipt_id": "c-2", "state": "queued"}, {"receipt_id": "c-3", "state": "queued"},
+                                  {"receipt_id": "c-2", "state": "queued"}]}
+    before = client.get("/v1/receipts/c-2", headers=auth()).json()
+    assert before == {"receipt_id": "c-2", "state": "queued", "attempts": 0, "last_error": None, "candidate_ids": []}
+    assert system.learning.work() == 2
+    after = client.get("/v1/receipts/c-2", headers=auth()).json()
+    assert after["state"] == "done" and after["attempts"] == 0 and len(after["candidate_ids"]) == 1
+    # sent again: nothing new, each answered as it stands
+    again = client.post("/v1/receipts", json={"messages": conversation[:2]}, headers=auth()).json()
+    assert [i["state"] for i in again["items"]] == ["ignored", "done"]
+
+    # one bad message refuses the whole batch, and nothing of it is stored
+    bad = [receipt("d-1", "I like tea."), {**receipt("d-2", "x"), "visibility": "restricted", "team": "t-none"}]
+    is_problem(client.post("/v1/receipts", json={"messages": bad}, headers=auth()), 422, "invalid_scope")
+    is_problem(client.get("/v1/receipts/d-1", headers=auth()), 404, "not_found")
+    too_many = [receipt(f"e-{i}", "hi") for i in range(101)]
+    is_problem(client.post("/v1/receipts", json={"messages": too_many}, headers=auth()), 422, "validation_error")
+    is_problem(client.post("/v1/receipts", json={"messages": []}, headers=auth()), 422, "validation_error")

@@ -86,7 +86,7 @@ def test_a_database_made_before_versions_is_adopted_with_its_rows(database: Any,
         assert engram.store.keys.get(key_id) == data_key
         engram.store.keys.create(gone_id, "acme")  # a destroyed key stays destroyed
         assert engram.store.keys.get(gone_id) is None
-        assert engram.learning.budget.today("acme", day) == {"tokens": 1200, "calls": 3}
+        assert engram.learning.budget.today("acme", day) == {"tokens": 1200, "calls": 3, "failed_calls": 0}
         assert rows(database, "SELECT position, epoch FROM engram_relay WHERE relay = 'main'") == [
             {"position": 42, "epoch": 3}]
         assert rows(database, "SELECT count(*) AS n FROM engram_partition_tracking")[0]["n"] == 2
