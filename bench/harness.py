@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import socket
 import statistics
 import sys
@@ -60,7 +61,8 @@ class Bench:
 @contextmanager
 def fresh_engram(*, hindsight: bool = False, lazy_commit: bool = False) -> Iterator[Bench]:
     """An Engram (no background loops) on a new embedded PostgreSQL in a temporary directory; with
-    `hindsight`, a Hindsight configured as its semantic index. Everything stops on exit.
+    `hindsight`, a Hindsight configured as its semantic index. Everything stops, and the directory
+    goes, on exit.
     `lazy_commit` turns off `synchronous_commit` on this throwaway server: a bulk load through the
     services then does not wait for a disk flush at each of its many small commits."""
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
@@ -87,3 +89,4 @@ def fresh_engram(*, hindsight: bool = False, lazy_commit: bool = False) -> Itera
         if server is not None:
             server.close()
         pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)

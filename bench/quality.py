@@ -177,28 +177,42 @@ def remember_all(bench: Bench, turns: dict[str, list[dict[str, Any]]], threads: 
     return held
 
 
-def sync_hindsight(bench: Bench) -> None:
+def sync_hindsight(bench: Bench, threads: int = 4) -> None:
+    """Every memory into Hindsight through the syncer, a few workers at a time (as several workers
+    would: each claims its own rows)."""
     syncer = bench.engram.syncer
     assert syncer is not None
-    started, synced = time.perf_counter(), 0
-    while done := syncer.sync(limit=200):
-        synced += done
+
+    def work(_: int) -> int:
+        synced = 0
+        while done := syncer.sync(limit=50):
+            synced += done
+        return synced
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        synced = sum(pool.map(work, range(threads)))
     took = time.perf_counter() - started
     print(f"# synced {synced} memories to Hindsight in {took:.1f}s; backlog {syncer.backlog()}", file=sys.stderr)
 
 
 # -- rankings ---------------------------------------------------------------------------------------
 
-def engram_ranker(bench: Bench, turn_of: dict[str, str], semantic: Any) -> Ranker:
-    recall = bench.engram.recall
+class EngramRanker:
+    """Recall through the service as the question's person; counts the answers marked degraded
+    (Hindsight configured but down or slower than the deadline, so SQL ranked alone)."""
 
-    def rank(q: dict[str, Any]) -> list[str]:
-        recall.semantic = semantic
-        answer = recall.recall(Caller(COMPANY, q["person"], "user"), query=q["question"],
-                               as_of=instant(q.get("asked_at")) or datetime.now(UTC),
-                               max_bytes=1 << 20, limit=max(KS))
-        return [turn_of[item["id"]] for item in answer["items"] if item["id"] in turn_of]
-    return rank
+    def __init__(self, bench: Bench, turn_of: dict[str, str], semantic: Any) -> None:
+        self.recall, self.turn_of, self.semantic = bench.engram.recall, turn_of, semantic
+        self.degraded = 0
+
+    def __call__(self, q: dict[str, Any]) -> list[str]:
+        self.recall.semantic = self.semantic
+        answer = self.recall.recall(Caller(COMPANY, q["person"], "user"), query=q["question"],
+                                    as_of=instant(q.get("asked_at")) or datetime.now(UTC),
+                                    max_bytes=1 << 20, limit=max(KS))
+        self.degraded += bool(answer.get("degraded"))
+        return [self.turn_of[item["id"]] for item in answer["items"] if item["id"] in self.turn_of]
 
 
 def hindsight_ranker(bench: Bench, turn_of: dict[str, str]) -> Ranker:
@@ -218,6 +232,13 @@ def hindsight_ranker(bench: Bench, turn_of: dict[str, str]) -> Ranker:
     return rank
 
 
+def semantic_index(bench: Bench, deadline_ms: float) -> Any:
+    from engram.adapters.hindsight import HindsightClient, SemanticIndex
+
+    client = HindsightClient(bench.hindsight.url, signing_key=bench.engram.master.hindsight_signing_key())
+    return SemanticIndex(client, deadline_ms)
+
+
 def bm25_ranker(turns: dict[str, list[dict[str, Any]]]) -> Ranker:
     indexes = {person: BM25([(t["id"], t["text"]) for t in person_turns]) for person, person_turns in turns.items()}
     return lambda q: indexes[q["person"]].search(q["question"], max(KS))
@@ -229,14 +250,17 @@ def measure(name: str, rank: Ranker, questions: list[dict[str, Any]]) -> dict[st
     for q in questions[:10]:  # warm-up
         rank(q)
     per_question, times = [], []
+    degraded = getattr(rank, "degraded", 0)
     for q in questions:
         started = time.perf_counter()
         ranked = rank(q)
         times.append((time.perf_counter() - started) * 1000)
         evidence = set(q["evidence"])
         per_question.append({"id": q["id"], "lang": q["lang"], "kind": q["kind"],
-                             **{f"r@{k}": len(evidence & set(ranked[:k])) / len(evidence) for k in KS}})
-    return {"name": name, "questions": per_question, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
+                             **{f"r@{k}": len(evidence & set(ranked[:k])) / len(evidence) for k in KS},
+                             "ranked": ranked[:max(KS)]})
+    return {"name": name, "questions": per_question, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95),
+            "max_ms": max(times), "degraded": getattr(rank, "degraded", 0) - degraded}
 
 
 def summary(result: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -251,19 +275,24 @@ def summary(result: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 def report(results: list[dict[str, Any]], langs: list[str]) -> dict[str, Any]:
     sums = {r["name"]: summary(r) for r in results}
-    groups = ["all", *langs, *KINDS]
-    width = 19
-    print(f"\n{'recall@5 / @10 (%)':<22}" + "".join(f"{r['name']:>{width}}" for r in results))
-    for g in groups:
+    width = max(18, *(len(r["name"]) + 2 for r in results))
+
+    def row(label: str, cells: list[str]) -> None:
+        print(f"{label:<22}" + "".join(f"{c:>{width}}" for c in cells))
+
+    print()
+    row("recall@5 / @10 (%)", [r["name"] for r in results])
+    for g in ["all", *langs, *KINDS]:
         n = sums[results[0]["name"]].get(g, {}).get("n", 0)
-        if not n:
-            continue
-        cells = "".join(f"{sums[r['name']][g]['r@5']:>9.1f} /{sums[r['name']][g]['r@10']:>6.1f} "
-                        for r in results)
-        print(f"{g + f' (n={n})':<22}{cells}")
-    print(f"{'latency p50 / p95 ms':<22}" + "".join(f"{r['p50_ms']:>9.1f} /{r['p95_ms']:>6.1f} " for r in results))
+        if n:
+            row(f"{g} (n={n})", [f"{sums[r['name']][g]['r@5']:.1f} / {sums[r['name']][g]['r@10']:5.1f}" for r in results])
+    row("latency p50 / p95 ms", [f"{r['p50_ms']:.1f} / {r['p95_ms']:5.1f}" for r in results])
+    row("latency max ms", [f"{r['max_ms']:.1f}" for r in results])
+    if any(r["degraded"] for r in results):
+        row("degraded answers", [str(r["degraded"]) for r in results])
     return {"rankings": {r["name"]: {"recall": sums[r["name"]], "p50_ms": r["p50_ms"], "p95_ms": r["p95_ms"],
-                                     "questions": r["questions"]} for r in results}}
+                                     "max_ms": r["max_ms"], "degraded": r["degraded"], "questions": r["questions"]}
+                         for r in results}}
 
 
 def main() -> None:
@@ -271,8 +300,9 @@ def main() -> None:
     ap.add_argument("--lang", choices=["en", "zh", "all"], default="all")
     ap.add_argument("--limit", type=int, default=None, help="ask only this many questions (spread evenly)")
     ap.add_argument("--hindsight", action="store_true", help="also Engram with Hindsight, and Hindsight direct")
-    ap.add_argument("--deadline-ms", type=float, default=None,
-                    help="Hindsight-ranked recall's deadline (default: the service's, 150)")
+    ap.add_argument("--deadline-ms", default=None,
+                    help="Hindsight-ranked recall's deadlines, comma-separated, one column each "
+                         "(default: the service's, 150)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures (and per-question results) here")
     args = ap.parse_args()
     langs = ["en", "zh"] if args.lang == "all" else [args.lang]
@@ -288,17 +318,14 @@ def main() -> None:
               f"({held} held as sensitive, then confirmed); {len(questions)} questions", file=sys.stderr)
         turn_of = {memory_id(t["id"]): t["id"] for person_turns in turns.values() for t in person_turns}
         semantic = bench.engram.recall.semantic
-        if semantic is not None and args.deadline_ms is not None:
-            from engram.adapters.hindsight import HindsightClient, SemanticIndex
-
-            semantic = SemanticIndex(HindsightClient(bench.hindsight.url,
-                                                     signing_key=bench.engram.master.hindsight_signing_key()),
-                                     args.deadline_ms)
-        rankers: list[tuple[str, Ranker]] = [("engram sql", engram_ranker(bench, turn_of, None))]
+        rankers: list[tuple[str, Ranker]] = [("engram sql", EngramRanker(bench, turn_of, None))]
         if args.hindsight:
             sync_hindsight(bench)
-            rankers += [("engram+hindsight", engram_ranker(bench, turn_of, semantic)),
-                        ("hindsight direct", hindsight_ranker(bench, turn_of))]
+            for deadline in (args.deadline_ms or "").split(",") if args.deadline_ms else [None]:
+                index = semantic if deadline is None else semantic_index(bench, float(deadline))
+                label = "engram+hindsight" + ("" if deadline is None else f" {float(deadline):g}ms")
+                rankers.append((label, EngramRanker(bench, turn_of, index)))
+            rankers.append(("hindsight direct", hindsight_ranker(bench, turn_of)))
         rankers.append(("bm25", bm25_ranker(turns)))
         results = []
         for name, rank in rankers:
