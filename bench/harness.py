@@ -5,18 +5,22 @@ percentiles."""
 from __future__ import annotations
 
 import base64
+import importlib.util
 import os
 import shutil
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,15 +41,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_hindsight(db: Database, tmp: Path, engram_master: str) -> Any:
-    """A real Hindsight on its own database beside Engram's, trusting Engram's signing key."""
+def start_minilm(tmp: Path) -> tuple[str, int, subprocess.Popen[bytes]]:
+    """bench/minilm.py (all-MiniLM-L6-v2, 384 dimensions) under Hindsight's environment: its base URL,
+    its dimensions and its process."""
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise SystemExit("the MiniLM model is not installed: run `make bench-model`")
+    model_zip = Path(spec.origin).parent / "model.zip"
+    port = free_port()
+    proc = subprocess.Popen([str(ROOT / ".venv-hindsight" / "bin" / "python"), str(ROOT / "bench" / "minilm.py"),
+                             "--model-zip", str(model_zip), "--port", str(port)],
+                            stdout=open(tmp / "minilm.log", "ab"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(300):
+        try:
+            if httpx.post(url + "/embeddings", json={"input": ["ready?"]}, timeout=5).status_code == 200:
+                return url, 384, proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"the MiniLM embeddings server did not start; see {tmp / 'minilm.log'}")
+
+
+def start_hindsight(db: Database, tmp: Path, engram_master: str, embeddings: tuple[str, int] | None = None) -> Any:
+    """A real Hindsight on its own database beside Engram's, trusting Engram's signing key; its LLM is
+    the suite's fake, and so are its embeddings unless `embeddings` (base URL, dimensions) names others."""
     from engram.adapters.crypto import MasterKey
     from engram.hindsight_guard.tokens import public_key_text
 
     from hindsight_server import start_with_fake_llm
 
     key = public_key_text(MasterKey.from_text(engram_master).hindsight_signing_key())
-    return start_with_fake_llm(db.with_dbname("hindsight_bench"), tmp / "hindsight.log", guard_public_key=key)
+    return start_with_fake_llm(db.with_dbname("hindsight_bench"), tmp / "hindsight.log", guard_public_key=key,
+                               embeddings=embeddings)
 
 
 @dataclass
@@ -59,12 +87,13 @@ class Bench:
 
 
 @contextmanager
-def fresh_engram(*, hindsight: bool = False, lazy_commit: bool = False) -> Iterator[Bench]:
+def fresh_engram(*, hindsight: bool = False, lazy_commit: bool = False, minilm: bool = False) -> Iterator[Bench]:
     """An Engram (no background loops) on a new embedded PostgreSQL in a temporary directory; with
     `hindsight`, a Hindsight configured as its semantic index. Everything stops, and the directory
     goes, on exit.
     `lazy_commit` turns off `synchronous_commit` on this throwaway server: a bulk load through the
-    services then does not wait for a disk flush at each of its many small commits."""
+    services then does not wait for a disk flush at each of its many small commits. `minilm` gives
+    Hindsight real embeddings (bench/minilm.py) instead of the fake's."""
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     master = base64.urlsafe_b64encode(os.urandom(32)).decode()
     secret = "bench-secret-" + "z" * 32
@@ -74,11 +103,15 @@ def fresh_engram(*, hindsight: bool = False, lazy_commit: bool = False) -> Itera
         with psycopg.connect(db.with_dbname("postgres").conninfo, autocommit=True) as conn:
             conn.execute("ALTER SYSTEM SET synchronous_commit = off")
             conn.execute("SELECT pg_reload_conf()")
-    server = engram = None
+    server = engram = embedder = None
     try:
         settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret)
         if hindsight:
-            server = start_hindsight(db, tmp, master)
+            embeddings = None
+            if minilm:
+                url, dims, embedder = start_minilm(tmp)
+                embeddings = (url, dims)
+            server = start_hindsight(db, tmp, master, embeddings)
             settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret,
                                 hindsight_url=server.url)
         engram = Engram.open(settings, database=db, background=False)
@@ -88,5 +121,8 @@ def fresh_engram(*, hindsight: bool = False, lazy_commit: bool = False) -> Itera
             engram.close()
         if server is not None:
             server.close()
+        if embedder is not None:
+            embedder.terminate()
+            embedder.wait(timeout=10)
         pg.stop()
         shutil.rmtree(tmp, ignore_errors=True)

