@@ -263,7 +263,7 @@ class InsightQueries:
 
     def _all(self, sql: str, params: Any) -> list[dict[str, Any]]:
         with self.datastore.get_connection() as conn:
-            return list(conn.execute(sql, params).fetchall())
+            return list(conn.execute(sql, params, prepare=True).fetchall())
 
     def insights(self, *, company: str, person: str, statuses: list[str], limit: int = 500) -> list[dict[str, Any]]:
         return self._all(

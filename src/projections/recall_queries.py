@@ -106,6 +106,9 @@ ORDER BY s.score DESC, r.valid_from DESC NULLS LAST, r.at DESC
 """
 
 
+_FOLLOWERS_ROWS = _FOLLOWERS + _ROWS.replace("SELECT s.memory_id,", "SELECT s.follows, s.memory_id,", 1)
+
+
 class RecallQueries:
     """Reads for recall and lists. Rows come back sealed; the caller unseals."""
 
@@ -142,9 +145,8 @@ class RecallQueries:
         `follows`: the question's id. The answer to a question rarely repeats its words."""
         params = {"ids": ids, "company": company, "person": person, "as_of": as_of, "teams": teams,
                   "sources": sources, "revoked": revoked, "tags": tags or []}
-        sql = _FOLLOWERS + _ROWS.replace("SELECT s.memory_id,", "SELECT s.follows, s.memory_id,", 1)
         with self.datastore.get_connection() as conn:
-            return list(conn.execute(sql, params).fetchall())
+            return list(conn.execute(_FOLLOWERS_ROWS, params, prepare=True).fetchall())
 
     def list_memories(self, *, company: str, person: str, statuses: list[str], terms: list[int] | None,
                       after: tuple[Any, str] | None, limit: int, tags: list[int] | None = None) -> list[dict[str, Any]]:

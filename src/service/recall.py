@@ -93,7 +93,7 @@ class RecallService:
         hints, degraded = self._hints(access, query)
         terms, weights = self.index.recall_terms(caller.company, query, days_named(query, filters["as_of"].date()))
         found = self._answered(self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH),
-                                                   **filters), filters)
+                                                   **filters), filters, limit)
         rows = self._fused(access, hints, found, filters) if hints else found
         if self.insights is not None and not tags:
             exact = self.index.query_terms(caller.company, query)
@@ -111,10 +111,12 @@ class RecallService:
         except SemanticIndexUnavailable:
             return SemanticHints(), True
 
-    def _answered(self, found: list[dict[str, Any]], filters: dict[str, Any]) -> list[dict[str, Any]]:
+    def _answered(self, found: list[dict[str, Any]], filters: dict[str, Any], limit: int) -> list[dict[str, Any]]:
         """A question found by the query lends `FOLLOWER_SHARE` of its score to the memory said next in
-        its conversation, which may be its answer ("Where do you live?" / "Austin, since 2019")."""
-        asking = [str(r["memory_id"]) for r in found if r.get("asks") and r["score"]]
+        its conversation, which may be its answer ("Where do you live?" / "Austin, since 2019"). Only
+        the questions among the first `limit` rows lend: further down, their answers would not rise into
+        the answer (and each lending costs a lookup)."""
+        asking = [str(r["memory_id"]) for r in found[:limit] if r.get("asks") and r["score"]]
         if not asking:
             return found
         score = {str(r["memory_id"]): float(r["score"]) for r in found}
