@@ -189,7 +189,7 @@ class Engram:
         insights = InsightService(ledger, InsightQueries(datastore), index, proposers,
                                   max_text_bytes=settings.max_text_bytes)
         recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes,
-                               insights=insights)
+                               insights=insights, hint_weight=settings.hindsight_weight)
         forgetting = ForgettingService(memories, AccountForgets(datastore, purge), queries,
                                        request=Pace(settings.forget_request_members, 2.0))
         sweepers = []

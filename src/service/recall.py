@@ -53,18 +53,23 @@ def _merged(rows: list[dict[str, Any]], insights: list[dict[str, Any]]) -> list[
 RRF_K = 60
 FUSION_DEPTH = 50
 FOLLOWER_SHARE = 0.8  # measured on bench/quality.py (ADR 0023)
+# The index's ranking counts half as much as SQL's by default (`ENGRAM_HINDSIGHT_WEIGHT`): with an English
+# embedding model its Chinese hints are noise, and an equal vote cost more in Chinese than it won in
+# English (ADR 0023).
+HINT_WEIGHT = 0.5
 
 
 class RecallService:
     def __init__(self, ledger: Ledger, queries: RecallQueries, index: BlindIndex,
                  semantic: SemanticIndex | None = None, *, max_text_bytes: int = 8192,
-                 insights: InsightService | None = None) -> None:
+                 insights: InsightService | None = None, hint_weight: float = HINT_WEIGHT) -> None:
         self.ledger = ledger
         self.queries = queries
         self.index = index
         self.semantic = semantic
         self.max_text_bytes = max_text_bytes
         self.insights = insights
+        self.hint_weight = hint_weight
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int,
                tags: list[str] | None = None) -> dict[str, Any]:
@@ -147,10 +152,12 @@ class RecallService:
         hint_rank = {m: i for i, m in enumerate(sorted(scores, key=lambda m: (-scores[m], m))[:FUSION_DEPTH])}
         fused: dict[str, float] = {}
         for m in rows:
-            total = sum(1.0 / (RRF_K + rank + 1) for rank in (sql_rank.get(m), hint_rank.get(m)) if rank is not None)
+            total = sum(weight / (RRF_K + rank + 1) for rank, weight in ((sql_rank.get(m), 1.0),
+                                                                       (hint_rank.get(m), self.hint_weight))
+                        if rank is not None)
             if total:
                 fused[m] = total
-        best = 2.0 / (RRF_K + 1)
+        best = (1.0 + self.hint_weight) / (RRF_K + 1)
         # a tie (each list puts the other's first second) goes to the index's ranking: it reads meaning
         order = sorted(fused, key=lambda m: (-fused[m], hint_rank.get(m, len(hint_rank)), sql_rank.get(m, len(sql_rank))))
         return [{**rows[m], "score": round(fused[m] / best, 4), "fused": True} for m in order]

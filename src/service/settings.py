@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     hindsight_deadline_ms: Seconds = 150  # a hard cap on recall's whole call to Hindsight (ADR 0026)
     hindsight_max_tokens: Count = 1024  # Hindsight's recall answer: at most this many tokens of fact text
     hindsight_max_hints: Count = 50  # recall reads at most this many of Hindsight's best hints
+    # Hindsight's vote against SQL's (1) in recall's rank fusion: 0 lets it only add what SQL misses
+    hindsight_weight: Annotated[float, Field(ge=0, le=4)] = 0.5
     hindsight_database_url: str | None = None  # Hindsight's own PostgreSQL: vacuumed after deletes when given
     hindsight_audit_interval: Seconds = 3600.0  # how often deleted documents are re-read in Hindsight
     db_pool_size: Count = 8

@@ -342,7 +342,7 @@ def test_observations_map_through_their_source_facts_and_die_with_them(settings,
 ROOIBOS = "A cup of rooibos, most days, in the office kitchen after a long lunch break"
 
 
-def test_hindsight_ranking_changes_the_order_sql_gives(system, hindsight) -> None:
+def test_hindsight_ranking_is_fused_with_sqls(system, hindsight) -> None:
     # SQL ranks the notes first (more of the query's words); the embedding model says the rooibos
     # memory means what the query means, and Hindsight's ranking puts it first
     same = [0.0, 1.0] + [0.0] * 62
@@ -357,10 +357,11 @@ def test_hindsight_ranking_changes_the_order_sql_gives(system, hindsight) -> Non
     semantic.deadline = 30
     ranked = system.recall.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
     assert ranked["degraded"] is False
-    # fused by reciprocal rank: each is first in one list and second in the other, and the tie goes to
-    # the index's ranking
-    assert [i["id"] for i in ranked["items"]] == [rooibos, notes]
-    assert ranked["items"][0]["score"] == ranked["items"][1]["score"] < 1.0
+    # fused by reciprocal rank, the index's vote weighing half of SQL's: each is first in one list, so
+    # SQL's first stays first, and the index's first closes most of the gap
+    assert [i["id"] for i in ranked["items"]] == [notes, rooibos]
+    first, second = (i["score"] for i in ranked["items"])
+    assert 1.0 > first > second > 0.9 * first
 
 
 def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
