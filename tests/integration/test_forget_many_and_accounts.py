@@ -258,7 +258,8 @@ def test_an_account_forget_waits_for_a_learning_worker_still_holding_a_receipt(e
 
     assert engram.learning.process(leased)  # the worker ends: learning is paused, nothing is learned
     assert client.get("/v1/receipts/r-1", headers=ALICE).json() == {
-        "receipt_id": "r-1", "state": "ignored", "reason": "learning_paused"}
+        "receipt_id": "r-1", "state": "ignored", "reason": "learning_paused", "attempts": 0, "last_error": None,
+        "candidate_ids": []}
     engram.forgetting.continue_account_forgets()
     done = status(client, first["forget_id"])
     assert done["finished_at"] and done["status"] == "purge_complete" and done["receipts_cleared"] == 1
