@@ -254,6 +254,12 @@ _MEMORY_STATE = (
 )
 
 
+# Out of use but not yet recorded for good: no Invalidated event stored yet, or resting on a forgotten
+# memory while its own key (its text came from that memory) still exists.
+_UNSETTLED = ("((i.status = 'invalidated' AND NOT i.settled) OR "
+              "(i.evidence_forgotten AND k.key_id IS NOT NULL))")
+
+
 class InsightQueries:
     """Reads over the insight view (and the recall view's memory rows its evidence is checked against).
     Rows come back sealed; the service unseals and authorizes each one."""
@@ -310,8 +316,7 @@ class InsightQueries:
         return self._all(
             "SELECT i.insight_id, i.reason, i.evidence_forgotten FROM engram_insights i "
             "LEFT JOIN engram_data_keys k ON k.key_id = i.insight_id "
-            "WHERE (i.status = 'invalidated' AND NOT i.settled) OR (i.evidence_forgotten AND k.key_id IS NOT NULL) "
-            "ORDER BY i.updated_at LIMIT %s", (limit,))
+            f"WHERE {_UNSETTLED} ORDER BY i.updated_at LIMIT %s", (limit,))
 
     def backlog(self, company: str | None) -> dict[str, int]:
         """People whose changed memories the proposers have not looked at yet, and invalidations not yet
@@ -320,13 +325,6 @@ class InsightQueries:
         people = self._all(f"SELECT count(*) AS n FROM engram_insight_work {where}", params)[0]["n"]
         unsettled = self._all(
             "SELECT count(*) AS n FROM engram_insights i LEFT JOIN engram_data_keys k ON k.key_id = i.insight_id "
-            "WHERE ((i.status = 'invalidated' AND NOT i.settled) OR (i.evidence_forgotten AND k.key_id IS NOT NULL))"
-            + (" AND i.company = %s" if company else ""), params)[0]["n"]
+            f"WHERE {_UNSETTLED}" + (" AND i.company = %s" if company else ""), params)[0]["n"]
         return {"people_to_propose": int(people), "invalidations_to_record": int(unsettled)}
 
-    def resting_on(self, memory_ids: list[Any]) -> list[Any]:
-        """Live insights resting on any of these memories."""
-        rows = self._all(
-            "SELECT DISTINCT i.insight_id FROM engram_insight_evidence e JOIN engram_insights i USING (insight_id) "
-            "WHERE e.memory_id = ANY(%s::uuid[]) AND i.status = ANY(%s)", (list(memory_ids), list(LIVE)))
-        return [r["insight_id"] for r in rows]

@@ -11,6 +11,12 @@ from typing import Any
 BM25_K1 = 1.2
 BM25_B = 0.4
 
+def _tagged(column: str) -> str:
+    """No tags asked, or the memory holds them all (blinded, `BlindIndex.tags`)."""
+    return (f"(cardinality(%(tags)s::bigint[]) = 0 OR {column} IN (SELECT memory_id FROM engram_memories "
+            "WHERE company = %(company)s AND person = %(person)s AND tag_terms @> %(tags)s::bigint[]))")
+
+
 _SEARCH = """
 WITH stats AS MATERIALIZED (
     SELECT greatest(answers, 1)::float8 AS n, greatest(total_len::float8 / greatest(answers, 1), 1) AS avgdl
@@ -27,8 +33,7 @@ hits AS MATERIALIZED (
       AND coalesce(source_blind, '') <> ALL(%(revoked)s)
       AND (answer_from IS NULL OR answer_from <= %(as_of)s)
       AND (answer_to IS NULL OR answer_to > %(as_of)s)
-      AND (cardinality(%(tags)s::bigint[]) = 0 OR memory_id IN (SELECT memory_id FROM engram_memories
-           WHERE company = %(company)s AND person = %(person)s AND tag_terms @> %(tags)s::bigint[]))
+      AND """ + _tagged("memory_id") + """
 ),
 df AS MATERIALIZED (SELECT term, count(*)::float8 AS df FROM hits GROUP BY term),
 scored AS MATERIALIZED (
@@ -52,8 +57,7 @@ WITH scored AS (
       AND coalesce(r.source_blind, '') <> ALL(%(revoked)s)
       AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
-      AND (cardinality(%(tags)s::bigint[]) = 0 OR r.memory_id IN (SELECT memory_id FROM engram_memories
-           WHERE company = %(company)s AND person = %(person)s AND tag_terms @> %(tags)s::bigint[]))
+      AND """ + _tagged("r.memory_id") + """
     ORDER BY r.at DESC
     LIMIT %(limit)s
 )
@@ -68,8 +72,7 @@ WITH scored AS (
       AND coalesce(r.source_blind, '') <> ALL(%(revoked)s)
       AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
-      AND (cardinality(%(tags)s::bigint[]) = 0 OR r.memory_id IN (SELECT memory_id FROM engram_memories
-           WHERE company = %(company)s AND person = %(person)s AND tag_terms @> %(tags)s::bigint[]))
+      AND """ + _tagged("r.memory_id") + """
 )
 """
 
@@ -89,8 +92,7 @@ WITH scored AS (
       AND coalesce(r.source_blind, '') <> ALL(%(revoked)s)
       AND (r.answer_from IS NULL OR r.answer_from <= %(as_of)s)
       AND (r.answer_to IS NULL OR r.answer_to > %(as_of)s)
-      AND (cardinality(%(tags)s::bigint[]) = 0 OR r.memory_id IN (SELECT memory_id FROM engram_memories
-           WHERE company = %(company)s AND person = %(person)s AND tag_terms @> %(tags)s::bigint[]))
+      AND """ + _tagged("r.memory_id") + """
 )
 """
 
