@@ -13,7 +13,9 @@ from .routes import ROUTERS
 
 
 def create_app(root: CompositionRoot, token_secret: str) -> FastAPI:
-    app = FastAPI(title="Engram", version="1", docs_url=None, redoc_url=None, strict_content_type=False)
+    # operationId: the route function's name (remember, recall, forget_memory, ...), for generated clients
+    app = FastAPI(title="Engram", version="1", docs_url=None, redoc_url=None, strict_content_type=False,
+                  generate_unique_id_function=lambda route: route.name)
     app.router.route_class = JsonRoute
     app.add_middleware(BodyLimit)
     problems.install(app)

@@ -12,8 +12,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, PlainValidator, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
+
+from . import examples
+from .examples import extra
 
 
 def _timestamp(value: Any) -> datetime | str:
@@ -78,10 +81,14 @@ class LinkOut(BaseModel):
 
 
 class LinkList(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.LINKS))
+
     items: list[LinkOut]
 
 
 class MemoryOut(_MemoryFields):
+    model_config = ConfigDict(json_schema_extra=extra(examples.MEMORY))
+
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)
     purge_id: str | None = Field(default=None, description="forgotten, rejected or expired: the id whose "
                                  "GET /v1/forgets/{purge_id} shows each copy's purge (stopped using at once, "
@@ -91,6 +98,8 @@ class MemoryOut(_MemoryFields):
 
 
 class CandidateOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.CANDIDATE))
+
     id: str
     text: str | None
     status: str = Field(description="pending_review")
@@ -105,11 +114,15 @@ class CandidateOut(BaseModel):
 
 
 class MemoryList(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.MEMORY_LIST))
+
     items: list[MemoryOut]
     next_cursor: str | None
 
 
 class CandidateList(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.CANDIDATES))
+
     items: list[CandidateOut]
 
 
@@ -130,6 +143,8 @@ class HistoryEvent(BaseModel):
 
 
 class History(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.HISTORY))
+
     events: list[HistoryEvent]
 
 
@@ -149,6 +164,8 @@ class RecallItem(BaseModel):
 
 
 class InsightOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.INSIGHT))
+
     id: str
     text: str | None = Field(description="null once a memory it rests on was forgotten (its text came from it), "
                                          "or once rejected")
@@ -165,10 +182,14 @@ class InsightOut(BaseModel):
 
 
 class InsightList(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.INSIGHTS))
+
     items: list[InsightOut]
 
 
 class RecallOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.RECALL))
+
     items: list[RecallItem]
     degraded: bool
     bytes: int = Field(ge=0)
@@ -179,6 +200,8 @@ class RecallOut(BaseModel):
 
 
 class ForgetAccepted(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.FORGET_ACCEPTED))
+
     forget_id: str
     status: str = Field(description="stopped_using or purge_complete")
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)
@@ -192,6 +215,8 @@ class ForgetCopy(BaseModel):
 
 
 class ForgetStatus(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.FORGET_STATUS))
+
     forget_id: str
     memory_id: str | None = Field(default=None, description="a memory forget: its memory; absent for an account")
     status: str = Field(description="stopped_using or purge_complete")
@@ -208,11 +233,15 @@ class ForgetStatus(BaseModel):
 
 
 class ForgetList(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.FORGETS))
+
     items: list[ForgetStatus]
     next_cursor: str | None
 
 
 class ForgetMany(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.FORGET_MANY))
+
     forget_ids: list[str] = Field(description="one per memory, in the order asked (already forgotten: its forget id)")
     more: bool | None = Field(default=None, description="by source: true when more of its memories remain than one "
                                                         "request forgets (ask again); absent for ids")
@@ -220,6 +249,8 @@ class ForgetMany(BaseModel):
 
 
 class Rejected(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.REJECTED))
+
     id: str
     status: str
     purge_id: str | None = Field(default=None, description="GET /v1/forgets/{purge_id}: the rejected candidate's "
@@ -228,6 +259,8 @@ class Rejected(BaseModel):
 
 
 class ReceiptState(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.RECEIPT))
+
     receipt_id: str
     state: str = Field(description="queued, done, ignored or failed")
     reason: str | None = Field(default=None, description="why it is ignored or failed")
@@ -238,10 +271,14 @@ class ReceiptState(BaseModel):
 
 
 class ReceiptBatch(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.RECEIPT_BATCH))
+
     items: list[ReceiptState] = Field(description="one per message, in the order sent")
 
 
 class Revocation(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.REVOCATION))
+
     source_id: str
     scope: str = Field(description="person or company")
     status: str
@@ -249,6 +286,8 @@ class Revocation(BaseModel):
 
 
 class PersonSettingsOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.SETTINGS))
+
     learning_paused: bool
     use_paused: bool
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)
@@ -269,6 +308,8 @@ class BotOut(BaseModel):
 
 
 class DirectoryOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.DIRECTORY))
+
     teams: dict[str, TeamOut]
     sources: dict[str, DirectorySourceOut]
     bots: dict[str, BotOut]
@@ -305,6 +346,8 @@ class BudgetToday(BaseModel):
 
 
 class AdminStatus(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.ADMIN_STATUS))
+
     company: str
     mode: str = Field(description="the company's rollout mode: off, shadow or enabled")
     dependencies: Dependencies
@@ -327,6 +370,8 @@ class ExportedMemory(_MemoryFields):
 
 
 class ExportOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.EXPORT))
+
     exported_at: Timestamp
     company: str
     person: str
@@ -336,4 +381,6 @@ class ExportOut(BaseModel):
 
 
 class Health(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.HEALTH))
+
     status: str = Field(description="ok (the process runs) or ready (the database answers)")

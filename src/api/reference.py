@@ -15,6 +15,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel
 
+from . import examples
 from .problems import Problem, problem
 
 # The bearer scheme, as a dependency: it marks every operation that takes a token in /openapi.json.
@@ -46,7 +47,8 @@ _PROBLEMS = {
 
 
 def problem_response(status: int) -> dict[str, Any]:
-    return {"description": _PROBLEMS.get(status, "Problem"), "content": {PROBLEM_MEDIA_TYPE: {"schema": PROBLEM_REF}}}
+    return {"description": _PROBLEMS.get(status, "Problem"),
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": PROBLEM_REF, "example": examples.problem(status)}}}
 
 
 def answers(ok: dict[int, type[BaseModel] | tuple[type[BaseModel], str]] | None = None,

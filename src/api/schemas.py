@@ -25,6 +25,9 @@ from pydantic_core import PydanticCustomError
 from engram.domain.instant import InvalidTime, check_instant
 from engram.domain.text import is_valid_id
 
+from . import examples
+from .examples import extra
+
 _AWARE = TypeAdapter(AwareDatetime)
 
 
@@ -78,7 +81,7 @@ Tags = Annotated[list[Tag], Field(max_length=16, description="up to 16 tags of 1
 
 
 class RememberIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=extra(examples.REMEMBER_IN))
     text: Text
     tags: Tags = Field(default_factory=list)
     explicit: StrictBool = True
@@ -91,13 +94,13 @@ class RememberIn(BaseModel):
 
 
 class ConfirmIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=extra(examples.CONFIRM_IN))
     text: Text | None = None
     acknowledge_sensitive: StrictBool = False
 
 
 class CorrectIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=extra(examples.CORRECT_IN))
     text: Text
     valid_from: Instant | None = None
     valid_to: Instant | None = None
@@ -107,7 +110,7 @@ class CorrectIn(BaseModel):
 
 
 class RecallIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=extra(examples.RECALL_IN))
     query: Text = ""
     as_of: Instant | None = None
     max_bytes: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 17_500
@@ -133,20 +136,20 @@ class BotIn(BaseModel):
 
 
 class DirectoryIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=extra(examples.DIRECTORY_IN))
     teams: dict[Id, TeamIn] = Field(default_factory=dict)
     sources: dict[Id, DirectorySourceIn] = Field(default_factory=dict)
     bots: dict[Id, BotIn] = Field(default_factory=dict)
 
 
 class PersonSettingsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=extra(examples.SETTINGS_IN))
     learning_paused: StrictBool
     use_paused: StrictBool
 
 
 class ReceiptIn(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", json_schema_extra=extra(examples.RECEIPT_IN))
     receipt_id: Id
     author: Literal["user", "assistant", "system", "tool"]
     text: Text
@@ -160,14 +163,14 @@ class ReceiptIn(BaseModel):
 class ReceiptBatchIn(BaseModel):
     """A whole conversation: every message is checked, then the new ones are stored together."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=extra(examples.RECEIPT_BATCH_IN))
     messages: list[ReceiptIn] = Field(min_length=1, max_length=100)
 
 
 class ForgetManyIn(BaseModel):
     """Exactly one of `ids` and `source_id`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=extra(examples.FORGET_MANY_IN))
     ids: list[Id] | None = Field(default=None, min_length=1, max_length=100,
                                  description="1 to 100 memory ids; all or nothing")
     source_id: Id | None = Field(default=None, description="every memory of the caller from this source")

@@ -17,6 +17,11 @@ KINDS = (MESSAGE, *STOPS_CAPTURE)
 QUEUED, IGNORED, PROCESSED, FAILED = "queued", "ignored", "processed", "failed"
 
 
+def answered_state(state: str) -> str:
+    """A state as the API names it: a processed receipt is `done` to its sender and to operators."""
+    return "done" if state == PROCESSED else state
+
+
 def receipt_uuid(company: str, person: str, receipt_id: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"engram:receipt:{company}:{person}:{receipt_id}")
 

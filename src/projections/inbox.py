@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from engram.adapters.blind_index import BlindIndex
 from engram.domain.memory import Memory, purge_id_of
-from engram.domain.receipt import IGNORED, QUEUED, Receipt
+from engram.domain.receipt import IGNORED, QUEUED, Receipt, answered_state
 
 from .base import View, ViewProjection
 from .purge import INBOX, PurgeTracker
@@ -207,4 +207,4 @@ class InboxQueries:
                 "GROUP BY state",
                 {"c": company},
             ).fetchall()
-        return {r["state"]: int(r["n"]) for r in rows}
+        return {answered_state(r["state"]): int(r["n"]) for r in rows}

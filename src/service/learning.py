@@ -16,7 +16,15 @@ from engram.domain.errors import Conflict, DomainError, Forbidden, MemoryForgott
 from engram.domain.evidence import Source
 from engram.domain.extraction import Proposal, accept_proposals
 from engram.domain.memory import NORMAL
-from engram.domain.receipt import FAILED, PROCESSED, QUEUED, STOPS_CAPTURE, Receipt, candidate_uuid, receipt_uuid
+from engram.domain.receipt import (
+    FAILED,
+    QUEUED,
+    STOPS_CAPTURE,
+    Receipt,
+    answered_state,
+    candidate_uuid,
+    receipt_uuid,
+)
 from engram.domain.review import SECRET_CONTENT
 from engram.domain.scope import Caller
 from engram.domain.text import validate_id, validate_text
@@ -141,7 +149,7 @@ class LearningService:
     @staticmethod
     def receipt_view(r: Receipt) -> dict[str, Any]:
         """A receipt as its sender sees it: state `queued`, `done`, `ignored` or `failed` (and why)."""
-        view: dict[str, Any] = {"receipt_id": r.receipt_id, "state": "done" if r.state == PROCESSED else r.state}
+        view: dict[str, Any] = {"receipt_id": r.receipt_id, "state": answered_state(r.state)}
         if r.reason:
             view["reason"] = r.reason
         if r.candidate_ids:

@@ -13,19 +13,28 @@ from ..schemas import ConfirmIn, PathId
 router = APIRouter(route_class=JsonRoute, tags=["review"])
 
 
-@router.get("/v1/candidates", response_model=CandidateList)
-def candidates(who: Who, memories: Memories) -> Any:
+@router.get("/v1/candidates", summary="The review queue", response_model=CandidateList)
+def list_candidates(who: Who, memories: Memories) -> Any:
+    """Candidate memories learned from the person's messages, waiting for their review, each with the
+    exact quote it came from. Unreviewed candidates expire.
+    """
     return memories.candidates(who)
 
 
-@router.post("/v1/candidates/{memory_id}/confirm", response_model=MemoryOut,
+@router.post("/v1/candidates/{memory_id}/confirm", summary="Confirm a candidate", response_model=MemoryOut,
              responses=answers({202: (MemoryOut, STORED_NOT_VISIBLE)}, 403, 404, 409))
-def confirm(memory_id: PathId, who: Who, memories: Memories, body: ConfirmIn | None = None) -> Any:
+def confirm_candidate(memory_id: PathId, who: Who, memories: Memories, body: ConfirmIn | None = None) -> Any:
+    """The candidate becomes a confirmed memory, used by recall from now on. `text` confirms it edited;
+    a sensitive candidate needs `acknowledge_sensitive: true` (409 `sensitive_ack_required`).
+    """
     body = body or ConfirmIn()
     return memories.confirm(who, memory_id, text=body.text, acknowledge_sensitive=body.acknowledge_sensitive)
 
 
-@router.post("/v1/candidates/{memory_id}/reject", response_model=Rejected,
+@router.post("/v1/candidates/{memory_id}/reject", summary="Reject a candidate", response_model=Rejected,
              responses=answers({202: (Rejected, STORED_NOT_VISIBLE)}, 403, 404, 409))
-def reject(memory_id: PathId, who: Who, memories: Memories) -> Any:
+def reject_candidate(memory_id: PathId, who: Who, memories: Memories) -> Any:
+    """The candidate is never used and its content is purged; `purge_id` follows the purge as a forget
+    does.
+    """
     return memories.reject(who, memory_id)

@@ -19,15 +19,25 @@ def _message(body: ReceiptIn) -> dict[str, Any]:
             "team": body.team}
 
 
-@router.post("/v1/receipts", status_code=202, response_model=ReceiptState | ReceiptBatch,
+@router.post("/v1/receipts", summary="Hand over messages for learning",
+             status_code=202, response_model=ReceiptState | ReceiptBatch,
              response_description="Queued or ignored: one receipt's state, or `items` for a whole conversation",
              responses=answers(None, 403))
 def receive(body: ReceiptBatchIn | ReceiptIn, who: Who, learning: Learning) -> Any:
+    """One message, or a whole conversation as `{"messages": [...]}` (up to 100, stored together or not
+    at all). Each is idempotent by `receipt_id`: sending it again answers its state. Learning runs in the
+    background within the company's daily budgets; follow a receipt with `GET /v1/receipts/{receipt_id}`.
+    Messages that are not the person's own words, or arrive while learning is paused, are `ignored` with a
+    `reason`.
+    """
     if isinstance(body, ReceiptBatchIn):
         return learning.receive_many(who, [_message(m) for m in body.messages])
     return learning.receive(who, **_message(body))
 
 
-@router.get("/v1/receipts/{receipt_id}", response_model=ReceiptState, responses=answers(None, 404))
+@router.get("/v1/receipts/{receipt_id}", summary="Follow a receipt", response_model=ReceiptState, responses=answers(None, 404))
 def receipt_status(receipt_id: PathId, who: Who, learning: Learning) -> Any:
+    """`queued`, `done` (with the candidates learned from it), `ignored` or `failed` (with `reason`),
+    the `attempts` made and the `last_error`'s code. Never the message's text.
+    """
     return learning.status(who, receipt_id)
