@@ -7,8 +7,9 @@ explicit strategies send what a schema cannot express: times in year 1 and 9999 
 offsets, sizes at and just past each limit, NUL, unpaired surrogates (as raw JSON escapes and as raw
 bytes), right-to-left and combining text, emoji, and huge integers.
 
-No answer may be a 5xx, every 4xx must be application/problem+json with a `code`, and answers to
-schema-valid requests must match the document (status, content type, body schema).
+No answer may be a 5xx, every 4xx must be application/problem+json with a `code`, and every answer,
+to valid, invalid and extreme requests alike, must be one the document declares for its operation
+(status, content type, body schema): the reference lists every problem a client can get.
 
 The case counts are set by ENGRAM_FUZZ_EXAMPLES (per operation and mode; default 40) and
 ENGRAM_FUZZ_EXTREMES (default 600): about 2,200 cases, about a minute on a 2-core machine. The cases
@@ -177,6 +178,10 @@ class Fuzzer:
         self.schema = schemathesis.openapi.from_asgi("/openapi.json", app)
         self.operations = [r.ok() for r in self.schema.get_all_operations()]
         self.known: dict[str, list[str]] = {name: [] for name in PATH_IDS}
+        document = self.session.get("/openapi.json").json()
+        # (method, path pattern, the statuses the document declares) for the raw requests' answers
+        self.declared = [(method.upper(), re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "$"),
+                          set(op["responses"])) for path, ops in document["paths"].items() for method, op in ops.items()]
 
     def close(self) -> None:
         self.session.__exit__(None, None, None)
@@ -218,7 +223,7 @@ class Fuzzer:
     def run_operation(self, operation: Any, mode: GenerationMode, examples: int) -> None:
         stats, known = self.stats, self.known
         checks = [not_a_server_error]
-        if self.conformance and mode == GenerationMode.POSITIVE:
+        if self.conformance:  # invalid requests too: each problem they get is one the document declares
             checks += [status_code_conformance, content_type_conformance, response_schema_conformance]
 
         @settings(max_examples=examples, deadline=None, database=None, derandomize=DERANDOMIZE,
@@ -258,7 +263,17 @@ class Fuzzer:
         shape = _shape(method, path, body[:200].decode("utf-8", "backslashreplace") if body else None)
         self.stats.record(response.status_code, f"extreme as {role}: {shape}")
         self._check_problem(response, shape)
+        self._check_declared(method, path, response.status_code, shape)
         return response.status_code
+
+    def _check_declared(self, method: str, path: str, status: int, shape: str) -> None:
+        """A raw request's answer is one its operation declares (a path no route takes aside: 404/405)."""
+        bare = path.split("?", 1)[0]
+        for declared_method, pattern, statuses in self.declared:
+            if declared_method == method and pattern.match(bare):
+                if str(status) not in statuses:
+                    self.stats.failure(f"{method} {pattern.pattern} {status}: not declared", shape)
+                return
 
     def _check_problem(self, response: Any, shape: str) -> None:
         if 400 <= response.status_code < 600:
