@@ -36,3 +36,25 @@ def test_compose_config_passes_and_names_every_service() -> None:
     for required in ("ENGRAM_MASTER_KEY", "ENGRAM_HINDSIGHT_PUBLIC_KEY"):
         bare = {k: v for k, v in env.items() if k != required}
         assert subprocess.run([*compose, "config"], cwd=ROOT, env=bare, capture_output=True).returncode != 0
+
+
+def test_the_readme_names_every_variable_the_deployment_reads() -> None:
+    """The compose file reads only the variables the README's table names, each required or not as
+    the table says; and the README's commands set the required ones."""
+    import re
+
+    compose = (ROOT / "docker-compose.yml").read_text()
+    used: dict[str, bool] = {}  # name -> required (`${NAME:?...}`)
+    for name, kind in re.findall(r"\$\{([A-Z_][A-Z0-9_]*)(:\?|:-|\?|-)?", compose):
+        used[name] = used.get(name, False) or kind in (":?", "?")
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Distributed deployment"):]
+    section = section[:section.index("\n## ", 1)]
+    named: dict[str, bool] = {}
+    for names, required in re.findall(r"^\| ((?:`[A-Z_0-9]+`(?:, )?)+) \| (yes|no)", section, re.M):
+        for name in re.findall(r"`([A-Z_0-9]+)`", names):
+            named[name] = required == "yes"
+    assert used, "the compose file reads variables"
+    assert named == used, f"README table {named} != compose {used}"
+    for name in (n for n, required in used.items() if required):
+        assert f"export {name}=" in section, f"the README's commands do not set {name}"
