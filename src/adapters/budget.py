@@ -8,7 +8,7 @@ Their tables come from the numbered migrations (adapters/schema).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID, uuid4
 
@@ -138,17 +138,25 @@ class BudgetLedger:
     def today(self, company: str, day: date) -> dict[str, int]:
         """The company's use that day: tokens charged, calls made, and calls that failed (each charged
         only what the provider reported, nothing when it reported nothing)."""
+        used = self.days(company, day, day)[0]
+        return {"tokens": used["tokens"], "calls": used["calls"], "failed_calls": used["failed_calls"]}
+
+    def days(self, company: str, first: date, last: date) -> list[dict[str, Any]]:
+        """The company's use on each day from `first` to `last`, oldest first, days without use as zeros."""
         with self.datastore.get_connection() as conn:
-            row = conn.execute(
-                "SELECT tokens, calls FROM engram_budget_days WHERE company = %s AND person = '' AND day = %s",
-                (company, day),
-            ).fetchone()
-            failed = conn.execute(
-                "SELECT count(*) AS n FROM engram_usage_ledger WHERE company = %s AND day = %s "
-                "AND outcome IN ('error', 'malformed')", (company, day),
-            ).fetchone()
-        used = {"tokens": int(row["tokens"]), "calls": int(row["calls"])} if row else {"tokens": 0, "calls": 0}
-        return {**used, "failed_calls": int(failed["n"]) if failed else 0}
+            used = {r["day"]: r for r in conn.execute(
+                "SELECT day, tokens, calls FROM engram_budget_days WHERE company = %s AND person = '' "
+                "AND day BETWEEN %s AND %s", (company, first, last)).fetchall()}
+            failed = {r["day"]: int(r["n"]) for r in conn.execute(
+                "SELECT day, count(*) AS n FROM engram_usage_ledger WHERE company = %s AND day BETWEEN %s AND %s "
+                "AND outcome IN ('error', 'malformed') GROUP BY day", (company, first, last)).fetchall()}
+        out = []
+        for offset in range((last - first).days + 1):
+            day = first + timedelta(days=offset)
+            row = used.get(day)
+            out.append({"day": day.isoformat(), "tokens": int(row["tokens"]) if row else 0,
+                        "calls": int(row["calls"]) if row else 0, "failed_calls": failed.get(day, 0)})
+        return out
 
     def failures(self) -> int:
         """Model calls that failed, every company and day: a count for /metrics."""

@@ -101,7 +101,9 @@ ADMIN_STATUS = {"company": "acme", "mode": "enabled",
                              "purge": {"forgets_pending": 1, "tombstones_unpublished": 0},
                              "insights": {"people_to_propose": 2, "invalidations_to_record": 0}},
                 "budget_today": {"tokens": 18250, "calls": 41, "failed_calls": 1, "token_limit": 2000000,
-                                 "call_limit": 5000}}
+                                 "call_limit": 5000},
+                "budget_days": [{"day": f"2026-11-{d:02d}", "tokens": 900 * d, "calls": 2 * d, "failed_calls": d % 3 // 2}
+                                for d in range(17, 31)]}
 EXPORT = {"exported_at": "2026-11-30T06:00:00Z", "company": "acme", "person": "alice",
           "memories": [{**MEMORY, "history": HISTORY["events"][:1],
                         "answer": {"revision": 1, "text": TEXT, "valid_from": AT, "valid_to": None}}],

@@ -345,6 +345,13 @@ class BudgetToday(BaseModel):
     call_limit: int
 
 
+class BudgetDay(BaseModel):
+    day: str = Field(description="a UTC date, YYYY-MM-DD")
+    tokens: int
+    calls: int
+    failed_calls: int
+
+
 class AdminStatus(BaseModel):
     model_config = ConfigDict(json_schema_extra=extra(examples.ADMIN_STATUS))
 
@@ -354,6 +361,7 @@ class AdminStatus(BaseModel):
     quarantined_events: dict[str, int] = Field(description="per projection: events set aside")
     backlogs: Backlogs
     budget_today: BudgetToday
+    budget_days: list[BudgetDay] = Field(description="the last 14 days' use, oldest first, today last")
 
 
 class Answer(BaseModel):

@@ -4,6 +4,7 @@ rebuilds and the restore fence. Counts and positions only; never memory text."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
 from engram.adapters.availability import Availability
@@ -20,6 +21,8 @@ from .learning import LearningService
 from .ledger import Ledger
 from .restore import apply_fence
 from .settings import Settings
+
+BUDGET_DAYS = 14  # the admin status's budget history, today included
 
 
 class Operations:
@@ -115,6 +118,7 @@ class Operations:
                          "insights": self.insights.backlog(caller.company) if self.insights else None},
             "budget_today": {**self.learning.budget.today(caller.company, today),
                              "token_limit": s.daily_tokens, "call_limit": s.daily_calls},
+            "budget_days": self.learning.budget.days(caller.company, today - timedelta(days=BUDGET_DAYS - 1), today),
         }
 
     def hindsight_backlogs(self) -> dict[str, dict[str, int]] | None:

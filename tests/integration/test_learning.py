@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -215,12 +215,20 @@ def test_a_failed_call_is_charged_only_what_the_provider_reported_and_retries(ma
     assert charged == {"tokens": 0, "calls": 1, "failed_calls": 1}
     status = client.get("/v1/admin/status", headers=auth(user="root", role="admin")).json()
     assert status["budget_today"]["failed_calls"] == 1
+    days = status["budget_days"]  # the last 14 days, today last: only today has any use
+    assert len(days) == 14 and days[-1] == {"day": T0.date().isoformat(), "tokens": 0, "calls": 1, "failed_calls": 1}
+    assert days[0]["day"] == (T0.date() - timedelta(days=13)).isoformat()
+    assert all(d["calls"] == 0 and d["failed_calls"] == 0 for d in days[:-1])
     assert "engram_model_call_failures_total 1" in client.get("/metrics").text
     assert system.learning.work() == 0  # backing off
     clock.advance(minutes=5)
     assert system.learning.work() == 1
     assert [c["text"] for c in candidates(client)] == ["Prefers afternoon tea"]
     assert system.learning.budget.today("acme", T0.date()) == {"tokens": 50, "calls": 2, "failed_calls": 1}
+    clock.advance(days=1)  # yesterday's use stays in the history, a day earlier
+    days = client.get("/v1/admin/status", headers=auth(user="root", role="admin")).json()["budget_days"]
+    assert days[-2] == {"day": T0.date().isoformat(), "tokens": 50, "calls": 2, "failed_calls": 1}
+    assert days[-1]["calls"] == 0
 
 
 def test_a_crash_between_steps_neither_loses_nor_doubles(make, llm) -> None:
