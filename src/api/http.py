@@ -6,6 +6,8 @@ Routes stay thin (parse, call the service, return its document); what they depen
 
 from fastapi import FastAPI
 
+from engram import web
+
 from . import consistency, dependencies, mcp_http, problems, reference
 from .dependencies import CompositionRoot
 from .middleware import BodyLimit, JsonRoute
@@ -26,4 +28,5 @@ def create_app(root: CompositionRoot, token_secret: str) -> FastAPI:
     for router in ROUTERS:
         app.include_router(router)
     mcp_http.install(app)  # MCP over streamable HTTP at /mcp, for the bearer token's caller (ADR 0028)
+    web.install(app)  # the person's page /memory and the pages' sign-in and assets (ADR 0031)
     return app

@@ -6,7 +6,6 @@ clients, problems as `EngramError`, retries on 503 and lost connections for idem
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import subprocess
@@ -26,8 +25,7 @@ import pytest
 from engram.api.models import CandidateOut, ExportOut, MemoryOut, ReceiptBatch
 from engram.client import AsyncClient, Client, EngramError
 
-from e2e.test_serve import ENGRAM, _free_port
-from helpers import SECRET, fresh_database, token, wait_for, wait_until_ready
+from helpers import serving, token, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -37,28 +35,8 @@ FAST = {"backoff": 0.01, "max_backoff": 0.05}  # retries without waiting in test
 @pytest.fixture(scope="module")
 def serve(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`engram serve` on a fresh database of the session's PostgreSQL, its background work quick."""
-    database = fresh_database(postgres)
-    data = tmp_path_factory.mktemp("client-serve")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env.update({
-        "ENGRAM_DATA_DIR": str(data / "data"),
-        "ENGRAM_DATABASE_URL": f"postgresql://{database.user}@/{database.dbname}?host={database.host}&port={database.port}",
-        "ENGRAM_TOKEN_SECRET": SECRET,
-        "ENGRAM_MASTER_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
-        "ENGRAM_WORKER_INTERVAL": "0.2",
-        "ENGRAM_POLL_INTERVAL": "0.2",
-    })
-    port = _free_port()
-    log = data / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(proc, url, lambda: log.read_text(errors="replace")[-3000:])
+    with serving(postgres, tmp_path_factory.mktemp("client-serve")) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def person() -> str:

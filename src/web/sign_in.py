@@ -1,0 +1,49 @@
+"""Signing in with a pasted token, and signing out (API.md "Web pages"; ADR 0031)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from engram.api.dependencies import Deployment, caller_of
+from engram.api.identity import Unauthenticated
+
+from .pages import PageRoute, redirect, sign_in_page
+from .session import end_session, start_session
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+HOME = "/memory"
+
+
+def local_path(path: str | None) -> str:
+    """Where to go after signing in: a path of this service only, never another host."""
+    if not path or not path.startswith("/") or path.startswith(("//", "/\\")):
+        return HOME
+    return path
+
+
+@router.get("/sign-in")
+def sign_in_form(request: Request, next: str | None = None) -> Response:  # noqa: A002
+    return sign_in_page(request, status_code=200, next_path=local_path(next))
+
+
+@router.post("/sign-in")
+def sign_in(request: Request, deployment: Deployment, token: Annotated[str, Form(max_length=8192)] = "",
+            next: Annotated[str, Form(max_length=2048)] = HOME) -> Response:  # noqa: A002
+    try:
+        caller_of(request, token.strip(), deployment)
+    except Unauthenticated:
+        return sign_in_page(request, message="That token is not valid or has expired.", next_path=local_path(next))
+    response = redirect(request, local_path(next))
+    start_session(request, response, token.strip())
+    return response
+
+
+@router.post("/sign-out")
+def sign_out(request: Request) -> Response:
+    response = redirect(request, "/sign-in", signed_out=1)
+    end_session(request, response)
+    return response

@@ -1,0 +1,30 @@
+"""Fixtures of the end-to-end tests that drive pages in a browser."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from e2e.browser import chromium
+from helpers import serving
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, headless; the tests that need it skip, with the reason, when it cannot start."""
+    with ExitStack() as stack:
+        try:
+            running = stack.enter_context(chromium())
+        except RuntimeError as exc:
+            pytest.skip(f"no browser: {exc}")
+        yield running
+
+
+@pytest.fixture(scope="module")
+def web_serve(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`engram serve` on a fresh database for one test module's pages; its URL."""
+    with serving(postgres, tmp_path_factory.mktemp("web-serve")) as url:
+        yield url
