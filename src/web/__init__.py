@@ -1,11 +1,11 @@
-"""The web pages, rendered on the server: the person's page `/memory` (and the admin page on the same
-foundation). Pages call the services the JSON routes call, through the API's dependencies; they make
-no decision of their own about who sees what (ADR 0031).
+"""The web pages, rendered on the server: the person's page `/memory` and the admin page `/admin`.
+Pages call the services the JSON routes call, through the API's dependencies; they make no decision
+of their own about who sees what (ADR 0031).
 """
 
 from fastapi import FastAPI
 
-from . import memory, pages, sign_in
+from . import admin, memory, pages, sign_in
 
 
 def install(app: FastAPI) -> None:
@@ -13,3 +13,4 @@ def install(app: FastAPI) -> None:
     app.add_api_route("/web/assets/{name}", pages.asset, methods=["GET"], include_in_schema=False)
     app.include_router(sign_in.router)
     app.include_router(memory.router)
+    app.include_router(admin.router)
