@@ -37,6 +37,20 @@ class Keys(Protocol):
     def vacuum(self) -> None: ...
 
 
+class WrappedKeys(Protocol):
+    """The key store as a master-key rotation sees it: which master key wraps what, and re-wrapping."""
+
+    def check_masters(self) -> None: ...
+
+    def derivation_root(self) -> object: ...
+
+    def rewrap(self, after: str, limit: int) -> tuple[int, int, str | None]: ...
+
+    def rewrap_root(self) -> bool: ...
+
+    def wrapped_by(self) -> tuple[dict[str | None, int], str | None]: ...
+
+
 class Tombstones(Protocol):
     """Content-free records of destructions, kept where a database restore cannot undo them."""
 
