@@ -182,11 +182,11 @@ class MasterKeys:
         return None
 
 
-def missing_message(master_id: str | None) -> str:
+def missing_message(master_id: str | None, what: str = "data keys are") -> str:
     named = f"master key {master_id}" if master_id else "the master key in use before key ids were recorded"
-    return (f"data keys are wrapped by {named}, which is not configured: give it in "
-            "ENGRAM_PREVIOUS_MASTER_KEYS (or DATA_DIR/master.key.previous) until `engram keys rotate` has "
-            "re-wrapped them; `engram keys status` counts them")
+    return (f"{what} wrapped by {named}, which is not configured: give it in ENGRAM_PREVIOUS_MASTER_KEYS "
+            "(or DATA_DIR/master.key.previous) until `engram keys rotate` has re-wrapped them under the current "
+            "master key (docs/adr/0030-master-key-rotation.md)")
 
 
 class DerivationRoot:

@@ -133,7 +133,9 @@ class KeyStore:
         return self.masters.current.legacy_root()
 
     def check_masters(self) -> None:
-        """Refuse to start when a wrapped key needs a master key this process was not given."""
+        """Refuse to start when a wrapped key needs a master key this process was not given: say which
+        (by id) and how many rows need it."""
+        known = self.masters.ids
         with self.datastore.transaction(commit=False) as curs:
             # each distinct id once, through the index (a skip scan): cheap on a large table
             curs.execute(
@@ -141,16 +143,23 @@ class KeyStore:
                 " (SELECT master_id FROM engram_data_keys WHERE master_id IS NOT NULL ORDER BY master_id LIMIT 1)"
                 " UNION ALL SELECT (SELECT k.master_id FROM engram_data_keys k WHERE k.master_id > ids.master_id"
                 "  ORDER BY k.master_id LIMIT 1) FROM ids WHERE ids.master_id IS NOT NULL)"
-                " SELECT master_id FROM ids WHERE master_id IS NOT NULL"
-                " UNION SELECT master_id FROM engram_derivation_root")
-            used = {r["master_id"] for r in curs.fetchall()}
+                " SELECT master_id FROM ids WHERE master_id IS NOT NULL AND NOT master_id = ANY(%s)", (known,))
+            missing = [r["master_id"] for r in curs.fetchall()]
+            problems = []
+            if missing:
+                curs.execute("SELECT master_id, count(*) AS n FROM engram_data_keys WHERE master_id = ANY(%s) "
+                             "GROUP BY master_id ORDER BY master_id", (missing,))
+                problems = [missing_message(r["master_id"], f"{r['n']} data keys are") for r in curs.fetchall()]
+            curs.execute("SELECT master_id FROM engram_derivation_root WHERE NOT master_id = ANY(%s)", (known,))
+            root = curs.fetchone()
+            if root is not None:
+                problems.append(missing_message(root["master_id"], "the derivation root is"))
             curs.execute("SELECT key_id, wrapped FROM engram_data_keys WHERE master_id IS NULL LIMIT 1")
             legacy = curs.fetchone()
-        missing = sorted(used - set(self.masters.ids))
-        if missing:
-            raise MasterKeyMissing(missing_message(", ".join(missing)))
         if legacy is not None and self.masters.holder(bytes(legacy["wrapped"]), str(legacy["key_id"])) is None:
-            raise MasterKeyMissing(missing_message(None))
+            problems.append(missing_message(None))
+        if problems:
+            raise MasterKeyMissing("; ".join(problems))
 
     def rewrap(self, after: str, limit: int) -> tuple[int, int, str | None]:
         """Re-wrap under the current master key up to `limit` rows whose key id follows `after`, in one
