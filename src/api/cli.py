@@ -18,8 +18,9 @@ from engram.adapters.migrations import SchemaTooNew, database_status, migrate_da
 from engram.adapters.tombstones import FenceRequired
 from engram.domain.clock import Clock
 from engram.service.backups import Backups, catalog_of
+from engram.service.key_rotation import KeyRotation
 
-from .bootstrap import PROJECTIONS, Engram, key_rotation, master_key, token_secret
+from .bootstrap import PROJECTIONS, Engram, key_rotation, master_key, master_keys, token_secret
 from .identity import issue_token
 
 
@@ -206,7 +207,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     engram = Engram.open(_settings(), background=False)
     try:
         assert engram.backups is not None
-        record = engram.backups.take(Path(args.dir), engram.database, engram.operations.fence.journal)
+        record = engram.backups.take(Path(args.dir), engram.database, engram.operations.fence.journal, engram.store.keys)
         print(f"backup {record.id} written to {record.path} ({record.size} bytes, schema version "
               f"{record.schema_version}); catalogued in {engram.backups.catalog.path}")
     finally:
@@ -253,7 +254,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if args.dir is not None:
         settings = _settings()
         backups = Backups(catalog_of(settings), settings, Clock())
-        record = backups.restorable(Path(args.dir))  # refused before the database is touched
+        record = backups.restorable(Path(args.dir), master_keys(settings).ids)  # refused before the database is touched
         with _database() as database:
             _publish_pending_tombstones(settings, database)  # the database about to be replaced may hold some
             backups.restore_database(record, database)
@@ -262,6 +263,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             try:
                 merged = backups.merge_tombstones(record, engram.operations.fence)
                 _fence(engram, merged)
+                _rewrap(engram)
             finally:
                 engram.close()
         return 0
@@ -271,6 +273,13 @@ def cmd_restore(args: argparse.Namespace) -> int:
     finally:
         engram.close()
     return 0
+
+
+def _rewrap(engram: Engram) -> None:
+    """A restored backup may hold keys wrapped by a previous master key: re-wrap them now (ADR 0030)."""
+    run = KeyRotation(engram.store.keys, engram.master.id, ()).rotate()
+    if run.rewrapped or run.root_rewrapped:
+        print(f"re-wrapped {run.rewrapped} data keys of the backup under the current master key {engram.master.id}")
 
 
 def _publish_pending_tombstones(settings: Any, database: Database) -> None:

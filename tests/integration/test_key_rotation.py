@@ -144,6 +144,8 @@ def test_a_rotation_rewraps_every_key_and_leaves_memories_forgets_and_ids_as_the
         forgotten = client.post(f"/v1/memories/{tea.json()['id']}/forget", headers=auth())
         assert forgotten.status_code == 202
         assert recalled(client, "green tea") == []
+        purge = client.get(f"/v1/forgets/{forgotten.json()['forget_id']}", headers=auth()).json()
+        assert purge["status"] == "purge_complete", purge
         assert rows(database, "SELECT count(*) AS n FROM engram_data_keys WHERE key_id = %s",
                     tea.json()["id"])[0]["n"] == 0
         fresh = remember(client, "I cycle to the harbour", "m-3")
@@ -284,3 +286,109 @@ def caller() -> Any:
     from engram.domain.scope import Caller
 
     return Caller("acme", "alice", "user")
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database: Any) -> Path:
+    """The environment `engram` reads: this test's database and data directory, no master key (the key file)."""
+    for name in list(os.environ):
+        if name.startswith("ENGRAM_") and name != "ENGRAM_TEST_DATABASE_URL":
+            monkeypatch.delenv(name)
+    for name, value in {"DATA_DIR": str(tmp_path / "data"), "DATABASE_URL": database.conninfo,
+                        "TOKEN_SECRET": SECRET, "POLL_INTERVAL": "0.2", "DB_POOL_SIZE": "4"}.items():
+        monkeypatch.setenv(f"ENGRAM_{name}", value)
+    return tmp_path / "data"
+
+
+def test_the_key_file_is_rotated_on_the_command_line_printing_ids_and_counts_only(
+        env: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram.api.cli import main
+    from engram.service.settings import Settings
+
+    first = Engram.open(Settings(), background=False)  # the embedded default: DATA_DIR/master.key
+    with api(first) as client:
+        for i in range(3):
+            assert remember(client, f"I water the basil {i}", f"m-{i}").status_code == 201
+    first.close()
+    old = (env / "master.key").read_text()
+
+    assert main(["keys", "new"]) == 0
+    new = (env / "master.key").read_text()
+    assert (env / "master.key.previous").read_text().split() == [old]
+    assert main(["keys", "status"]) == 1  # not done yet
+    assert main(["keys", "rotate", "--batch-size", "2"]) == 0
+    assert main(["keys", "status"]) == 0
+    out, err = capsys.readouterr()
+    assert f"previous one ({key_id(old)}) is kept in master.key.previous" in out
+    assert f"master key {key_id(old)} (previous): 3 data keys" in out
+    assert f"re-wrapped 3 data keys and the derivation root under master key {key_id(new)} in 2 batches" in out
+    assert f"master key {key_id(new)} (current): 3 data keys" in out
+    assert out.splitlines()[-2:] == ["derivation root: under the current master key",
+                                     "remaining under other master keys: 0 data keys"]
+    for key in (old, new):
+        assert key.rstrip("=") not in out + err
+
+    (env / "master.key.previous").unlink()  # once every backup taken before has aged out (ADR 0030)
+    after = Engram.open(Settings(), background=False)
+    try:
+        with api(after) as client:
+            assert len(recalled(client, "water basil")) == 3
+    finally:
+        after.close()
+
+    assert main(["keys", "rotate", "--batch-size", "0"]) == 2
+    monkeypatch.setenv("ENGRAM_MASTER_KEY", new_key())
+    capsys.readouterr()
+    assert main(["keys", "new"]) == 2  # the key comes from the environment: the operator generates it
+    assert "ENGRAM_PREVIOUS_MASTER_KEYS" in capsys.readouterr().err
+
+
+def test_a_backup_from_before_a_rotation_is_restored_with_the_previous_key_then_rewrapped(
+        env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        database: Any) -> None:
+    import json
+
+    from engram.api.cli import main
+    from engram.service.settings import Settings
+
+    old, new = new_key(), new_key()
+    monkeypatch.setenv("ENGRAM_MASTER_KEY", old)
+    before = Engram.open(Settings(), background=False)
+    with api(before) as client:
+        tea = remember(client, TEA).json()["id"]
+        cat = remember(client, CAT, "m-2").json()["id"]
+    before.close()
+    backup = tmp_path / "backups" / "before-rotation"
+    assert main(["backup", str(backup)]) == 0
+    assert json.loads((backup / "manifest.json").read_text())["master_keys"] == [key_id(old)]
+
+    monkeypatch.setenv("ENGRAM_MASTER_KEY", new)
+    monkeypatch.setenv("ENGRAM_PREVIOUS_MASTER_KEYS", old)
+    assert main(["keys", "rotate"]) == 0
+    rotated = Engram.open(Settings(), background=False)
+    with api(rotated) as client:
+        assert client.post(f"/v1/memories/{cat}/forget", headers=auth()).status_code == 202
+    rotated.close()
+
+    monkeypatch.delenv("ENGRAM_PREVIOUS_MASTER_KEYS")  # the old key retired too early
+    capsys.readouterr()
+    assert main(["restore", str(backup)]) == 2
+    err = capsys.readouterr().err
+    assert f"wrapped by master key {key_id(old)}, which is not configured" in err and old.rstrip("=") not in err
+    assert rows(database, "SELECT count(*) AS n FROM engram_data_keys WHERE key_id = %s", cat)[0]["n"] == 0
+
+    monkeypatch.setenv("ENGRAM_PREVIOUS_MASTER_KEYS", old)
+    assert main(["restore", str(backup)]) == 0
+    out = capsys.readouterr().out
+    assert f"re-wrapped 1 data keys of the backup under the current master key {key_id(new)}" in out
+    assert rows(database, "SELECT key_id::text AS k, master_id FROM engram_data_keys") == [
+        {"k": tea, "master_id": key_id(new)}]  # the forgotten one's key destroyed again by the fence
+
+    monkeypatch.delenv("ENGRAM_PREVIOUS_MASTER_KEYS")  # the restored database needs only the new key
+    restored = Engram.open(Settings(), background=False)
+    try:
+        with api(restored) as client:
+            assert recalled(client, "green tea") == [TEA]
+            assert client.get(f"/v1/memories/{cat}", headers=auth()).json()["text"] is None
+    finally:
+        restored.close()
