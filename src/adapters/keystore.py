@@ -17,10 +17,14 @@ from typing import Any
 
 from eventsourcing.postgres import PostgresDatastore
 
+from .backups import SERVING_LOCK
 from .crypto import DerivationRoot, MasterKeyMissing, MasterKeys, missing_message, new_data_key
 
 log = logging.getLogger("engram.keys")
 
+# A serving process holds this advisory lock (shared), with its current master key's id, beside the
+# serving lock: a rotation sees a process that would still wrap new keys under another master key.
+WRAPPING_LOCK = 7_272_030
 ROOT = "engram-derivation-root"  # the derivation root's wrapping is bound to this name, as a data key's to its id
 
 
@@ -131,6 +135,23 @@ class KeyStore:
                                    "it was used with: start it once with that master key as ENGRAM_MASTER_KEY and "
                                    "no ENGRAM_PREVIOUS_MASTER_KEYS, then rotate")
         return self.masters.current.legacy_root()
+
+    def serving_locks(self) -> list[tuple[int, int]]:
+        """The advisory lock a serving process holds to say which master key it wraps with."""
+        return [(WRAPPING_LOCK, int(self.masters.current.id[:7], 16))]
+
+    def wrapping_elsewhere(self) -> int:
+        """Serving processes (serve, relay, worker) that do not wrap with this process's current master key."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(
+                "SELECT count(DISTINCT s.pid) AS n FROM pg_locks s WHERE s.locktype = 'advisory' AND s.granted "
+                "AND s.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND s.classid = 0 AND s.objid = %s AND s.objsubid = 1 AND NOT EXISTS ("
+                " SELECT 1 FROM pg_locks w WHERE w.pid = s.pid AND w.locktype = 'advisory' AND w.granted"
+                " AND w.classid = %s AND w.objid = %s AND w.objsubid = 2)",
+                (SERVING_LOCK, *self.serving_locks()[0]))
+            row = curs.fetchone()
+        return int(row["n"]) if row is not None else 0
 
     def check_masters(self) -> None:
         """Refuse to start when a wrapped key needs a master key this process was not given: say which

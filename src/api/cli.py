@@ -52,7 +52,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # ordinary exit so the projectors and the embedded PostgreSQL are stopped below.
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
-        with serving(engram.database.conninfo):  # `engram restore DIR` refuses while this is held
+        # `engram restore DIR` refuses while this is held; `engram keys rotate` reads which key it wraps with
+        with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
             uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
                         log_level="warning", access_log=False,
                         timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
@@ -123,7 +124,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
                   else f"under master key {status.root}")
     print(f"derivation root: {root_state}")
     print(f"remaining under other master keys: {status.remaining} data keys")
-    return 0 if status.done else 1
+    if status.wrapping_elsewhere:
+        print(f"running Engram processes not using master key {status.current}: {status.wrapping_elsewhere}")
+    return 0 if status.done and not status.wrapping_elsewhere else 1
 
 
 def _progress_count(label: str):  # noqa: ANN202
@@ -380,7 +383,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
                   alive=_alive_file(args.alive_file))
     print(f"engram relay: publishing to {engram.settings.kafka_bootstrap}", file=sys.stderr)
     try:
-        with serving(engram.database.conninfo):
+        with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
             return _run_until_signalled(relay.run)
     finally:
         engram.close()
@@ -403,7 +406,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                              alive=_alive_file(args.alive_file))
     print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
     try:
-        with serving(engram.database.conninfo):
+        with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
             return _run_until_signalled(worker.run)
     finally:
         engram.close()

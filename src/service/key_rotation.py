@@ -15,6 +15,10 @@ PASSES = 100  # rows a forget holds are looked at again this many times at most
 PAUSE = 0.05  # seconds between passes: a forget's transaction ends well within it
 
 
+class RotationRefused(ValueError):
+    """A rotation that would leave keys behind is not started (the CLI exits 2 with the reason)."""
+
+
 @dataclass(frozen=True)
 class KeyStatus:
     """How many data keys each master key wraps (None: wrapped before ids were recorded)."""
@@ -23,6 +27,7 @@ class KeyStatus:
     configured: tuple[str, ...]  # the current key first, then the previous ones
     wrapped_by: dict[str | None, int]
     root: str | None  # the master key wrapping the derivation root (None before the first start)
+    wrapping_elsewhere: int = 0  # running Engram processes that wrap new keys under another master key
 
     @property
     def remaining(self) -> int:
@@ -48,13 +53,20 @@ class KeyRotation:
 
     def status(self) -> KeyStatus:
         counts, root = self.keys.wrapped_by()
-        return KeyStatus(self.current, self.configured, counts, root)
+        return KeyStatus(self.current, self.configured, counts, root, self.keys.wrapping_elsewhere())
 
     def rotate(self, batch_size: int = 500, max_batches: int | None = None,
                progress: Callable[[int], None] | None = None) -> RotationRun:
         """Re-wrap until nothing is left under another master key, or `max_batches` batches are done.
-        Refused before anything changes when a wrapped row needs a master key that is not configured."""
+        Refused before anything changes when a wrapped row needs a master key that is not configured, or
+        while a running Engram process still wraps new keys under another master key (it would also fail
+        to read what this run re-wraps)."""
         self.keys.check_masters()
+        elsewhere = self.keys.wrapping_elsewhere()
+        if elsewhere:
+            raise RotationRefused(f"{elsewhere} running Engram process(es) (serve, relay, worker) do not use master key "
+                                  f"{self.current} as their current key: restart them with it (and the previous key "
+                                  "in ENGRAM_PREVIOUS_MASTER_KEYS) first, then rotate")
         self.keys.derivation_root()  # stored before anything moves: a first start must not guess it later
         root = self.keys.rewrap_root()
         rewrapped = batches = 0

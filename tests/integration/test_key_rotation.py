@@ -246,6 +246,28 @@ def test_a_forget_during_a_rotation_is_never_undone(opened: Any, settings: Any, 
         assert text == (None if memory_id in doomed else f"I keep notebook number {i}")
 
 
+def test_a_rotation_waits_until_every_running_process_wraps_with_the_new_key(
+        opened: Any, settings: Any, database: Any) -> None:
+    from engram.adapters.backups import serving
+    from engram.service.key_rotation import RotationRefused
+
+    old, new = settings.master_key, new_key()
+    not_restarted = opened(old)
+    with api(not_restarted) as client:
+        assert remember(client, TEA).status_code == 201
+    with serving(database.conninfo, not_restarted.store.keys.serving_locks()):  # as `engram serve` does
+        with rotation(settings, database, new, old) as r:
+            assert r.status().wrapping_elsewhere == 1
+            with pytest.raises(RotationRefused, match=f"1 running Engram process.*master key {key_id(new)}"):
+                r.rotate()
+        assert status(settings, database, new, old).wrapped_by == {key_id(old): 1}  # nothing moved
+    restarted = opened(new, old)
+    with serving(database.conninfo, restarted.store.keys.serving_locks()):
+        with rotation(settings, database, new, old) as r:
+            assert r.status().wrapping_elsewhere == 0
+            assert r.rotate().status.done
+
+
 def test_a_row_a_forget_holds_is_skipped_then_found_gone(opened: Any, settings: Any, database: Any) -> None:
     old, new = settings.master_key, new_key()
     engram = opened(old)
