@@ -105,18 +105,17 @@ class KeyStore:
 
     def derivation_root(self) -> DerivationRoot:
         """The stored root, or on the first start of a database without one: the old derivation (the
-        master key that wrapped its existing keys) or, for a new database, a random one. Called under
-        the schema lock, so processes starting together agree."""
+        master key that wrapped its existing keys) or, for a new database, a random one. Whoever stores
+        it first wins; everyone reads the stored one."""
         with self.datastore.transaction(commit=True) as curs:
             curs.execute("SELECT wrapped, master_id FROM engram_derivation_root")
             row = curs.fetchone()
             if row is not None:
                 return DerivationRoot(self.masters.unwrap(bytes(row["wrapped"]), ROOT, row["master_id"]))
-            root = self._first_root(curs)
-            wrapped, master_id = self.masters.wrap(root.secret, ROOT)
-            curs.execute("INSERT INTO engram_derivation_root (wrapped, master_id) VALUES (%s, %s)",
-                         (wrapped, master_id))
-        return root
+            wrapped, master_id = self.masters.wrap(self._first_root(curs).secret, ROOT)
+            curs.execute("INSERT INTO engram_derivation_root (wrapped, master_id) VALUES (%s, %s) "
+                         "ON CONFLICT (one) DO NOTHING", (wrapped, master_id))
+        return self.derivation_root()  # the stored one: `engram keys rotate` may have stored it meanwhile
 
     def _first_root(self, curs: Any) -> DerivationRoot:
         curs.execute("SELECT key_id, wrapped FROM engram_data_keys WHERE master_id IS NULL LIMIT 1")
