@@ -125,9 +125,13 @@ class KeyStore:
             if holder is None:
                 raise MasterKeyMissing(missing_message(None))
             return holder.legacy_root()
-        curs.execute("SELECT EXISTS (SELECT 1 FROM engram_data_keys) OR EXISTS (SELECT 1 FROM engram_destroyed_keys) "
-                     "AS used")
-        if not curs.fetchone()["used"]:
+        curs.execute("SELECT EXISTS (SELECT 1 FROM engram_data_keys) AS wrapped, "
+                     "EXISTS (SELECT 1 FROM engram_destroyed_keys) AS destroyed")
+        used = curs.fetchone()
+        if used["wrapped"]:  # keys wrapped since the root was stored, and the root gone: never guess it
+            raise MasterKeyMissing("the derivation root (engram_derivation_root) is missing from a database whose "
+                                   "keys were wrapped since it was stored: restore the database from a backup")
+        if not used["destroyed"]:
             return DerivationRoot.new()
         if self.masters.previous:  # every key destroyed: which one was in use before cannot be told
             raise MasterKeyMissing("this database holds no derivation root and no key that shows which master key "

@@ -414,3 +414,25 @@ def test_a_backup_from_before_a_rotation_is_restored_with_the_previous_key_then_
             assert client.get(f"/v1/memories/{cat}", headers=auth()).json()["text"] is None
     finally:
         restored.close()
+
+
+def test_a_root_that_cannot_be_told_is_never_guessed(opened: Any, settings: Any, database: Any) -> None:
+    old, new = settings.master_key, new_key()
+    engram = opened(old)
+    with api(engram) as client:
+        memory = remember(client, TEA).json()["id"]
+    assert engram.memories.forget(caller(), memory)["status"] == "stopped_using"
+    engram.close()
+    # as a database from before 0012 whose every memory was forgotten: no key shows its master key
+    execute(database, "DELETE FROM engram_derivation_root")
+    with pytest.raises(MasterKeyMissing, match="start it once with that master key"):
+        opened(new, old)
+    alone = opened(old)  # with its one key, as the message says: that key was the derivation
+    assert alone.importer.id_key("acme") == MasterKey.from_text(old).legacy_root().import_key("acme")
+    with api(alone) as client:
+        assert remember(client, CAT, "m-2").status_code == 201
+    alone.close()
+
+    execute(database, "DELETE FROM engram_derivation_root")  # lost, though keys were wrapped since it was stored
+    with pytest.raises(MasterKeyMissing, match="derivation root .* is missing"):
+        opened(old)
