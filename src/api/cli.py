@@ -112,6 +112,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
             status = run.status
         else:
             status = rotation.status()
+    _print_key_status(status)
+    return 0 if status.done and not status.wrapping_elsewhere else 1
+
+
+def _print_key_status(status: Any) -> None:
+    """Key ids and counts, one line each (`engram keys status`)."""
     for master_id, n in sorted(status.wrapped_by.items(), key=lambda item: (item[0] != status.current, item[0] or "")):
         if master_id is None:
             print(f"master key not recorded (wrapped before key ids were): {n} data keys")
@@ -126,7 +132,6 @@ def cmd_keys(args: argparse.Namespace) -> int:
     print(f"remaining under other master keys: {status.remaining} data keys")
     if status.wrapping_elsewhere:
         print(f"running Engram processes not using master key {status.current}: {status.wrapping_elsewhere}")
-    return 0 if status.done and not status.wrapping_elsewhere else 1
 
 
 def _progress_count(label: str):  # noqa: ANN202
