@@ -12,7 +12,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -118,11 +118,14 @@ class BackupFailed(RuntimeError):
 
 
 @contextlib.contextmanager
-def serving(conninfo: str) -> Iterator[None]:
-    """Hold the serving lock (shared) while the block runs: a restore sees a service is running."""
+def serving(conninfo: str, also: Sequence[tuple[int, int]] = ()) -> Iterator[None]:
+    """Hold the serving lock (shared) while the block runs: a restore sees a service is running. `also`:
+    more advisory locks (class, id) held beside it, shared (the master key it wraps with: ADR 0030)."""
     conn = psycopg.connect(conninfo, autocommit=True)
     try:
         conn.execute("SELECT pg_advisory_lock_shared(%s)", (SERVING_LOCK,))
+        for lock in also:
+            conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", lock)
         yield
     finally:
         conn.close()  # never raises, also after the database went away meanwhile (the lock went with it)

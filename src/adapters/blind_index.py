@@ -20,7 +20,7 @@ from typing import Any
 
 import snowballstemmer
 
-from .crypto import MasterKey
+from .crypto import DerivationRoot
 
 _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 # a CJK run, or a run of other letters and digits (never both: "我2025年" is three runs)
@@ -125,14 +125,14 @@ def day_term(day: date) -> str:
 
 
 class BlindIndex:
-    def __init__(self, master: MasterKey) -> None:
-        self._master = master
+    def __init__(self, root: DerivationRoot) -> None:
+        self._root = root
         self._keys: dict[str, bytes] = {}
 
     def _key(self, company: str) -> bytes:
         key = self._keys.get(company)
         if key is None:
-            key = self._keys[company] = self._master.search_key(company)
+            key = self._keys[company] = self._root.search_key(company)
         return key
 
     def blind(self, company: str, term: str) -> int:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+
+from eventsourcing.postgres import PostgresDatastore
 
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.budget import BudgetLedger, daily_limits
 from engram.adapters.content_rules import ContentRules
-from engram.adapters.crypto import MasterKey
+from engram.adapters.crypto import MasterKey, MasterKeys, previous_key_file
 from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient, HindsightDatabase, SemanticIndex
 from engram.adapters.insight_local import LocalProposer
 from engram.adapters.insight_proposers import insight_proposers
-from engram.adapters.migrations import migrate, schema_lock
+from engram.adapters.keystore import KeyStore
+from engram.adapters.migrations import migrate, migrate_database, schema_lock
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
 from engram.domain.clock import Clock
@@ -36,6 +41,7 @@ from engram.service.governance import GovernanceService
 from engram.service.hindsight_sync import HindsightSyncer
 from engram.service.importer import MemoryImporter
 from engram.service.insights import InsightService
+from engram.service.key_rotation import KeyRotation
 from engram.service.learning import LearningRules, LearningService
 from engram.service.ledger import EventStore, Ledger
 from engram.service.links import MemoryLinks
@@ -54,8 +60,38 @@ def master_key(settings: Settings) -> MasterKey:
     return MasterKey.load_or_create(settings.data_dir / "master.key")
 
 
+def master_keys(settings: Settings) -> MasterKeys:
+    """The current master key and the previous ones (ENGRAM_PREVIOUS_MASTER_KEYS, and the key file's
+    previous keys that `engram keys new` keeps), accepted for unwrapping until a rotation is done."""
+    previous = [MasterKey.from_text(k) for k in settings.previous_master_keys]
+    return MasterKeys(master_key(settings), [*previous, *previous_key_file(settings.data_dir / "master.key")])
+
+
+@contextmanager
+def key_rotation(settings: Settings, database: Database) -> Iterator[KeyRotation]:
+    """`engram keys`: the key store alone (nothing served, no projector), beside a running service."""
+    migrate_database(database.conninfo)
+    masters = master_keys(settings)
+    datastore = PostgresDatastore(database.dbname, database.host, database.port, database.user, database.password,
+                                  pool_size=2)
+    try:
+        yield KeyRotation(KeyStore(datastore, masters), masters.current.id, tuple(masters.ids))
+    finally:
+        datastore.close()
+
+
 def token_secret(settings: Settings) -> str:
     return settings.token_secret or master_key(settings).token_secret()
+
+
+def _abandon(store: EventStore, journal: object, embedded: EmbeddedPostgres | None) -> None:
+    """Undo a start that is refused."""
+    store.close()
+    close = getattr(journal, "close", None)
+    if close is not None:
+        close()
+    if embedded is not None:
+        embedded.stop()
 
 
 @dataclass
@@ -103,7 +139,8 @@ class Engram:
             else:
                 embedded = EmbeddedPostgres(settings.data_dir.resolve())
                 database = embedded.start()
-        master = master_key(settings)
+        masters = master_keys(settings)
+        master = masters.current
         journal = (KafkaJournal(settings.kafka_bootstrap, settings.kafka_partitions) if settings.kafka_bootstrap
                    else FileJournal.beside_data(settings.journal_dir, settings.data_dir))
         fence = Fence(journal)
@@ -117,11 +154,17 @@ class Engram:
                                         lock=math.ceil(settings.db_lock_timeout),
                                         idle_in_transaction=math.ceil(settings.db_idle_timeout),
                                         connect=settings.db_connect_timeout)
-            store = EventStore(database.eventsourcing_env(settings.db_pool_size, timeouts), master, fence)
+            store = EventStore(database.eventsourcing_env(settings.db_pool_size, timeouts), masters, fence)
             datastore = store.datastore
+            try:
+                store.keys.check_masters()  # a key a wrapped row needs is missing: say which, start nothing
+                root = store.keys.derivation_root()
+            except ValueError:
+                _abandon(store, journal, embedded)
+                raise
             assert store.outbox is not None
             fence.attach(store.outbox)
-            index = BlindIndex(master)
+            index = BlindIndex(root)
             purge = PurgeTracker(datastore, (*copies, BACKUPS), backups=catalog)
             views = {"recall": RecallView(datastore, "recall"), "review": ReviewView(datastore, "review"),
                      "governance": GovernanceView(datastore, "governance"), "inbox": InboxView(datastore, "inbox"),
@@ -143,11 +186,7 @@ class Engram:
                 projections["hindsight_sync"] = HindsightSyncProjection(views["hindsight_sync"], index)
         unfenced = fence.unfenced() if fenced else []  # outside the schema lock: its session must end first
         if unfenced:
-            store.close()
-            if hasattr(journal, "close"):
-                journal.close()
-            if embedded is not None:
-                embedded.stop()
+            _abandon(store, journal, embedded)
             raise FenceRequired(len(unfenced))
         inbox = InboxQueries(datastore)
         budget = BudgetLedger(datastore)
@@ -168,7 +207,7 @@ class Engram:
         memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(),
                                  max_text_bytes=settings.max_text_bytes,
                                  candidate_ttl=timedelta(days=settings.candidate_ttl_days),
-                                 links=MemoryLinks(ledger, LinkQueries(datastore)), remember_key=master.remember_key)
+                                 links=MemoryLinks(ledger, LinkQueries(datastore)), remember_key=root.remember_key)
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
         learning = LearningService(memories, inbox, budget, extractor, LearningRules(limits=daily_limits(settings)))
@@ -209,7 +248,7 @@ class Engram:
                      GovernanceService(ledger), learning,
                      Operations(ledger, projections, learning, fence, settings, syncer, purge, insights.queries),
                      syncer, embedded, sweepers, forgetting, backups=backups,
-                     importer=MemoryImporter(memories, fence, master.import_key, fence.loaded.wait),
+                     importer=MemoryImporter(memories, fence, root.import_key, fence.loaded.wait),
                      insights=insights)
         assert store.outbox is not None
         engram.publisher = TombstonePublisher(store.outbox, journal, ledger.clock)

@@ -1,4 +1,4 @@
-"""`engram`: serve, mcp, token, projections, migrate, backup, restore, import."""
+"""`engram`: serve, mcp, token, keys, projections, migrate, backup, restore, import."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from engram.adapters.migrations import SchemaTooNew, database_status, migrate_da
 from engram.adapters.tombstones import FenceRequired
 from engram.domain.clock import Clock
 from engram.service.backups import Backups, catalog_of
+from engram.service.key_rotation import KeyRotation
 
-from .bootstrap import PROJECTIONS, Engram, master_key, token_secret
+from .bootstrap import PROJECTIONS, Engram, key_rotation, master_key, master_keys, token_secret
 from .identity import issue_token
 
 
@@ -51,7 +52,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # ordinary exit so the projectors and the embedded PostgreSQL are stopped below.
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
-        with serving(engram.database.conninfo):  # `engram restore DIR` refuses while this is held
+        # `engram restore DIR` refuses while this is held; `engram keys rotate` reads which key it wraps with
+        with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
             uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
                         log_level="warning", access_log=False,
                         timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
@@ -80,6 +82,68 @@ def cmd_hindsight_key(args: argparse.Namespace) -> int:
 
     print(public_key_text(master_key(_settings()).hindsight_signing_key()))
     return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """Master-key rotation (ADR 0030). Prints key ids and counts, never a key; 1 while rows remain."""
+    from engram.adapters.crypto import new_key_file
+
+    settings = _settings()
+    if args.action == "new":
+        if settings.master_key:
+            raise ValueError("the master key comes from ENGRAM_MASTER_KEY: generate a new key yourself, set it there "
+                             "and the old one in ENGRAM_PREVIOUS_MASTER_KEYS (see docs/adr/0030-master-key-rotation.md)")
+        path = settings.data_dir / "master.key"
+        if not path.exists():
+            raise ValueError(f"{path} does not exist: there is no key to rotate yet")
+        old = master_key(settings).id
+        new = new_key_file(path)
+        print(f"new master key {new.id} written to {path}; the previous one ({old}) is kept in {path.name}.previous. "
+              "Restart every Engram process, then run `engram keys rotate`.")
+        return 0
+    if args.action == "rotate" and (args.batch_size < 1 or (args.batches is not None and args.batches < 1)):
+        raise ValueError("--batch-size and --batches must be at least 1")
+    with _database() as database, key_rotation(settings, database) as rotation:
+        if args.action == "rotate":
+            run = rotation.rotate(args.batch_size, args.batches, _progress_count("re-wrapped"))
+            root = " and the derivation root" if run.root_rewrapped else ""
+            print(f"re-wrapped {run.rewrapped} data keys{root} under master key {rotation.current} "
+                  f"in {run.batches} batches")
+            status = run.status
+        else:
+            status = rotation.status()
+    _print_key_status(status)
+    return 0 if status.done and not status.wrapping_elsewhere else 1
+
+
+def _print_key_status(status: Any) -> None:
+    """Key ids and counts, one line each (`engram keys status`)."""
+    for master_id, n in sorted(status.wrapped_by.items(), key=lambda item: (item[0] != status.current, item[0] or "")):
+        if master_id is None:
+            print(f"master key not recorded (wrapped before key ids were): {n} data keys")
+            continue
+        state = ("current" if master_id == status.current else "previous" if master_id in status.configured
+                 else "not configured")
+        print(f"master key {master_id} ({state}): {n} data keys")
+    root_state = ("not stored yet (the next start stores it)" if status.root is None
+                  else "under the current master key" if status.root == status.current
+                  else f"under master key {status.root}")
+    print(f"derivation root: {root_state}")
+    print(f"remaining under other master keys: {status.remaining} data keys")
+    if status.wrapping_elsewhere:
+        print(f"running Engram processes not using master key {status.current}: {status.wrapping_elsewhere}")
+
+
+def _progress_count(label: str):  # noqa: ANN202
+    """A line on stderr every 10,000: a long rotation shows it is alive."""
+    shown = {"step": 0}
+
+    def progress(done: int) -> None:
+        if done // 10_000 != shown["step"]:
+            shown["step"] = done // 10_000
+            print(f"{label} {done}", file=sys.stderr, flush=True)
+
+    return progress
 
 
 def cmd_projections(args: argparse.Namespace) -> int:
@@ -151,7 +215,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     engram = Engram.open(_settings(), background=False)
     try:
         assert engram.backups is not None
-        record = engram.backups.take(Path(args.dir), engram.database, engram.operations.fence.journal)
+        record = engram.backups.take(Path(args.dir), engram.database, engram.operations.fence.journal, engram.store.keys)
         print(f"backup {record.id} written to {record.path} ({record.size} bytes, schema version "
               f"{record.schema_version}); catalogued in {engram.backups.catalog.path}")
     finally:
@@ -198,7 +262,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if args.dir is not None:
         settings = _settings()
         backups = Backups(catalog_of(settings), settings, Clock())
-        record = backups.restorable(Path(args.dir))  # refused before the database is touched
+        record = backups.restorable(Path(args.dir), master_keys(settings).ids)  # refused before the database is touched
         with _database() as database:
             _publish_pending_tombstones(settings, database)  # the database about to be replaced may hold some
             backups.restore_database(record, database)
@@ -207,6 +271,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             try:
                 merged = backups.merge_tombstones(record, engram.operations.fence)
                 _fence(engram, merged)
+                _rewrap(engram)
             finally:
                 engram.close()
         return 0
@@ -216,6 +281,13 @@ def cmd_restore(args: argparse.Namespace) -> int:
     finally:
         engram.close()
     return 0
+
+
+def _rewrap(engram: Engram) -> None:
+    """A restored backup may hold keys wrapped by a previous master key: re-wrap them now (ADR 0030)."""
+    run = KeyRotation(engram.store.keys, engram.master.id, ()).rotate()
+    if run.rewrapped or run.root_rewrapped:
+        print(f"re-wrapped {run.rewrapped} data keys of the backup under the current master key {engram.master.id}")
 
 
 def _publish_pending_tombstones(settings: Any, database: Database) -> None:
@@ -316,7 +388,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
                   alive=_alive_file(args.alive_file))
     print(f"engram relay: publishing to {engram.settings.kafka_bootstrap}", file=sys.stderr)
     try:
-        with serving(engram.database.conninfo):
+        with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
             return _run_until_signalled(relay.run)
     finally:
         engram.close()
@@ -339,7 +411,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                              alive=_alive_file(args.alive_file))
     print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
     try:
-        with serving(engram.database.conninfo):
+        with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
             return _run_until_signalled(worker.run)
     finally:
         engram.close()
@@ -366,8 +438,20 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--hours", type=float, default=12.0)
     t.set_defaults(func=cmd_token)
 
-    sub.add_parser("hindsight-key", help="print the public key Hindsight's Engram guard verifies service tokens with"
-                   ).set_defaults(func=cmd_hindsight_key)
+    sub.add_parser("hindsight-key", help="print the public key Hindsight's Engram guard verifies service tokens with "
+                                         "(it changes with the master key: ADR 0030)").set_defaults(func=cmd_hindsight_key)
+
+    k = sub.add_parser("keys", help="rotate the master key: status, rotate, new (ADR 0030)")
+    ks = k.add_subparsers(dest="action", required=True)
+    ks.add_parser("status", help="how many data keys each master key wraps; exits 1 while any is not under the "
+                                 "current one")
+    kr = ks.add_parser("rotate", help="re-wrap every data key under the current master key (ENGRAM_MASTER_KEY), "
+                                      "in short batches, while the service runs; run again to resume")
+    kr.add_argument("--batch-size", type=int, default=500, help="data keys per transaction (default 500)")
+    kr.add_argument("--batches", type=int, help="stop after this many batches (spread a rotation out)")
+    ks.add_parser("new", help="the embedded default: write a new DATA_DIR/master.key, keeping the previous key "
+                              "in master.key.previous")
+    k.set_defaults(func=cmd_keys)
 
     b = sub.add_parser("backup", help="write a backup (database and tombstones) to a new directory; catalog it")
     b.add_argument("dir", metavar="DIR", help="a new or empty directory outside the data and tombstone directories")

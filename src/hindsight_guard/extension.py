@@ -5,6 +5,9 @@
     HINDSIGHT_API_OPERATION_VALIDATOR_EXTENSION=hindsight_guard.extension:EngramBankGuard
     HINDSIGHT_API_OPERATION_VALIDATOR_ENGRAM_PUBLIC_KEY=<the same>
 
+While Engram's master key is rotated, give both public keys, the new one first, separated by a comma
+(ADR 0030).
+
 The tenant extension answers 401 to any request without a valid Engram service token. The validator
 allows a token exactly what Engram does (`engram.adapters.hindsight.HindsightClient`), on exactly the
 banks it names: create the bank (with Hindsight's defaults: no settings), read its profile, retain
@@ -30,7 +33,7 @@ from hindsight_api.extensions.operation_validator import (
 )
 from hindsight_api.extensions.tenant import AuthenticationError, Tenant, TenantContext, TenantExtension
 
-from .tokens import InvalidServiceToken, load_public_key, presented, verify_until
+from .tokens import InvalidServiceToken, load_public_keys, presented, verify_any
 
 # The operations Engram performs, by the names Hindsight gives them; nothing else is allowed.
 ENGRAM_PRECHECKS = frozenset({PrecheckOperation.RETAIN, PrecheckOperation.RECALL})
@@ -45,7 +48,7 @@ class _Verifier:
         text = config.get("engram_public_key")
         if not text:
             raise ValueError("ENGRAM_PUBLIC_KEY is required for the Engram guard (see `engram hindsight-key`)")
-        self.key = load_public_key(text)
+        self.keys = load_public_keys(text)
         self._seen: dict[str, tuple[frozenset[str], float]] = {}
 
     def banks(self, token: str | None) -> frozenset[str]:
@@ -55,7 +58,7 @@ class _Verifier:
             if time.time() < until:
                 return banks
             del self._seen[token]
-        banks, valid_until = verify_until(self.key, token)
+        banks, valid_until = verify_any(self.keys, token)
         if len(self._seen) > 4096:
             self._seen.clear()
         self._seen[token] = (banks, min(valid_until, time.time() + 30))

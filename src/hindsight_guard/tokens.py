@@ -17,6 +17,7 @@ ISSUER = "engram"
 AUDIENCE = "hindsight"
 ALGORITHM = "EdDSA"
 MAX_BANKS = 64
+NOT_SIGNED = "service token is not signed by Engram"
 
 
 class InvalidServiceToken(Exception):
@@ -37,6 +38,15 @@ def load_public_key(text: str) -> Ed25519PublicKey:
         raise ValueError("the Engram public key must be 32 bytes, base64url") from e
 
 
+def load_public_keys(text: str) -> list[Ed25519PublicKey]:
+    """One key, or several separated by commas: while Engram's master key is rotated, the old and the
+    new public key are both accepted (ADR 0030)."""
+    keys = [load_public_key(part) for part in text.split(",") if part.strip()]
+    if not keys:
+        raise ValueError("the Engram public key must be 32 bytes, base64url")
+    return keys
+
+
 def sign(key: Ed25519PrivateKey, banks: list[str], *, ttl: float = 120.0, now: float | None = None) -> str:
     issued = int(time.time() if now is None else now)
     claims = {"iss": ISSUER, "aud": AUDIENCE, "iat": issued, "exp": issued + int(ttl), "banks": sorted(set(banks))}
@@ -55,6 +65,17 @@ def verify(key: Ed25519PublicKey, token: str | None, *, leeway: float = 5.0) -> 
     return verify_until(key, token, leeway=leeway)[0]
 
 
+def verify_any(keys: list[Ed25519PublicKey], token: str | None) -> tuple[frozenset[str], float]:
+    """`verify_until` with the first key that signed the token."""
+    for key in keys[:-1]:
+        try:
+            return verify_until(key, token)
+        except InvalidServiceToken as e:
+            if str(e) != NOT_SIGNED:
+                raise  # signed with this key, and wrong in another way
+    return verify_until(keys[-1], token)
+
+
 def verify_until(key: Ed25519PublicKey, token: str | None, *, leeway: float = 5.0) -> tuple[frozenset[str], float]:
     """The banks a valid token names, and when it stops being valid."""
     token = presented(token)
@@ -64,7 +85,7 @@ def verify_until(key: Ed25519PublicKey, token: str | None, *, leeway: float = 5.
     except jwt.ExpiredSignatureError:
         raise InvalidServiceToken("service token expired") from None
     except jwt.PyJWTError:
-        raise InvalidServiceToken("service token is not signed by Engram") from None
+        raise InvalidServiceToken(NOT_SIGNED) from None
     banks = claims.get("banks")
     if not isinstance(banks, list) or not banks or len(banks) > MAX_BANKS \
             or not all(isinstance(b, str) and b.startswith("engram-") for b in banks):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from engram.adapters.tombstones import Fence, Journal
 from engram.domain.backup import BackupRecord, due
 from engram.domain.clock import Clock
 
+from .ports import WrappedKeys
 from .settings import Settings
 
 log = logging.getLogger("engram.backups")
@@ -51,6 +53,13 @@ def catalog_of(settings: Settings) -> BackupCatalog:
     return BackupCatalog(settings.journal_dir / CATALOG, timedelta(days=settings.backup_retention_days))
 
 
+def _master_ids(keys: WrappedKeys | None) -> set[str]:
+    if keys is None:
+        return set()
+    counts, root = keys.wrapped_by()
+    return {m for m in (*counts, root) if m is not None}
+
+
 def _canonical(tombstone: dict[str, Any]) -> str:
     return json.dumps(tombstone, sort_keys=True, default=str)
 
@@ -61,19 +70,24 @@ class Backups:
 
     # -- engram backup DIR -----------------------------------------------------
 
-    def take(self, target: Path, database: Database, journal: Journal) -> BackupRecord:
+    def take(self, target: Path, database: Database, journal: Journal,
+             keys: WrappedKeys | None = None) -> BackupRecord:
+        """`keys`: the key store, to note which master keys the dump needs (ids only; ADR 0030)."""
         target = self._new_backup_directory(target)
         taken_at = self.clock.now()  # before the dump's snapshot: see BackupRecord.taken_at
         version = database_status(database.conninfo).version
         backup_id = "bk-" + uuid4().hex
         target.mkdir(mode=0o700, parents=True, exist_ok=True)
+        masters = _master_ids(keys)  # before and after the dump: a rotation meanwhile moves rows between them
         try:
             dump(database, target / DUMP)
+            masters |= _master_ids(keys)
             # read after the dump: the copy holds every tombstone of what the dump holds
             lines = "".join(_canonical(t) + "\n" for t in journal.all())
             write_file(target / TOMBSTONES, lines.encode())
             write_file(target / MANIFEST, json.dumps({
                 "engram_backup": 1, "id": backup_id, "taken_at": taken_at.isoformat(), "schema_version": version,
+                **({"master_keys": sorted(masters)} if keys is not None else {}),
             }, indent=1).encode())
         except BaseException:
             delete_files(target)  # only its own files: nothing half-written is left to be taken for a backup
@@ -100,8 +114,9 @@ class Backups:
 
     # -- engram restore DIR ----------------------------------------------------
 
-    def restorable(self, target: Path) -> BackupRecord:
-        """The catalogued backup in `target`; refused when it is not one, not catalogued, or gone."""
+    def restorable(self, target: Path, master_keys: Sequence[str] | None = None) -> BackupRecord:
+        """The catalogued backup in `target`; refused when it is not one, not catalogued, or gone, or
+        when it needs a master key that is not among `master_keys` (ids)."""
         target = target.resolve()
         try:
             manifest = json.loads((target / MANIFEST).read_text())
@@ -120,6 +135,11 @@ class Backups:
         missing = [n for n in (DUMP, TOMBSTONES) if not (target / n).is_file()]
         if missing:
             raise BackupRefused(f"backup {backup_id} is incomplete: {', '.join(missing)} missing")
+        needed = [m for m in manifest.get("master_keys", []) if master_keys is not None and m not in master_keys]
+        if needed:
+            raise BackupRefused(f"backup {backup_id} holds data keys wrapped by master key {', '.join(needed)}, which "
+                                "is not configured: give it in ENGRAM_PREVIOUS_MASTER_KEYS for the restore (the "
+                                "restore then re-wraps them under the current master key)")
         latest = max(m.version for m in shipped())
         if record.schema_version > latest:
             raise BackupRefused(f"backup {backup_id} has schema version {record.schema_version}, newer than this "

@@ -6,7 +6,7 @@ directory scope) and writes nothing: any problem refuses the whole file, with li
 The second writes record by record, each in its own short transactions, as the person
 (`remember` for a confirmed record, `propose` for a candidate).
 
-A record's memory id is an HMAC, under a key the master key derives for the company, of its person,
+A record's memory id is an HMAC, under a key the derivation root (ADR 0030) derives for the company, of its person,
 source and text. Importing it again finds the memory (a duplicate) or its tombstone (forgotten,
 rejected or expired: skipped before anything is written), also after the database was restored to
 a backup taken before the first import: the tombstones live where a restore cannot roll them back.

@@ -9,7 +9,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import InfrastructureFactory, RecordConflictError
 
-from engram.adapters.crypto import MasterKey
+from engram.adapters.crypto import MasterKeys
 from engram.adapters.database import EventRecorder
 from engram.adapters.keystore import KeyStore
 from engram.adapters.mapper import SealingMapper
@@ -32,13 +32,13 @@ class EventStore(Application):
 
     name = "engram"  # the application name every tracking row refers to
 
-    def __init__(self, env: dict[str, str], master: MasterKey, fence: Any = frozenset(),
+    def __init__(self, env: dict[str, str], masters: MasterKeys, fence: Any = frozenset(),
                  keys: Callable[[Any], KeyStore] | None = None,
                  shredder: Callable[[Any, Sequence[Shred]], None] | None = None) -> None:
         """`keys` makes the key store from the infrastructure factory: by default PostgreSQL's, beside
         the events; the fast tests pass an in-memory one with eventsourcing's in-memory store, and a
         `shredder` that records destructions where they can see them."""
-        self._master = master
+        self._masters = masters
         self._fence = fence
         self._make_keys = keys
         super().__init__(env)
@@ -65,7 +65,7 @@ class EventStore(Application):
         if self._make_keys is not None:
             self.keys: KeyStore = self._make_keys(factory)
         else:
-            self.keys = KeyStore(factory.datastore, self._master, self._fence)  # type: ignore[attr-defined]
+            self.keys = KeyStore(factory.datastore, self._masters, self._fence)  # type: ignore[attr-defined]
         return factory
 
     def construct_mapper(self) -> SealingMapper:

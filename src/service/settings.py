@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -22,6 +23,8 @@ class Settings(BaseSettings):
     tombstone_dir: Path | None = None  # default: beside the data directory, see `journal_dir`
     database_url: str | None = None
     master_key: str | None = None
+    # master keys a rotation is moving away from: accepted for unwrapping, never for wrapping (ADR 0030)
+    previous_master_keys: Annotated[tuple[str, ...], NoDecode] = ()
     token_secret: str | None = None
     max_text_bytes: Count = 8192
     max_token_days: Seconds = 30
@@ -58,11 +61,23 @@ class Settings(BaseSettings):
     db_connect_timeout: Seconds = 2.0
     forget_request_members: Count = 100  # an account forget request forgets this many, the sweeper the rest
 
-    @field_validator("company_allowlist", mode="before")
+    @field_validator("company_allowlist", "previous_master_keys", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         if isinstance(value, str):
-            return frozenset(c.strip() for c in value.split(",") if c.strip())
+            return tuple(c.strip() for c in value.split(",") if c.strip())
+        return value
+
+    @field_validator("master_key", "previous_master_keys")
+    @classmethod
+    def _keys_are_32_bytes(cls, value: object) -> object:
+        for text in (value,) if isinstance(value, str) else value or ():  # type: ignore[attr-defined]
+            try:
+                raw = base64.urlsafe_b64decode(text.strip() + "=" * (-len(text.strip()) % 4))
+            except ValueError:
+                raw = b""
+            if len(raw) != 32:
+                raise ValueError("each key must be 32 random bytes, base64url-encoded")
         return value
 
     @field_validator("backup_retention_days")

@@ -216,14 +216,15 @@ def test_record_ids_are_keyed_per_company_and_reveal_no_text(engram) -> None:
 
     line = json.dumps(record(LIGHTHOUSE))
     parsed = parse_record(line, company="acme", max_text_bytes=8192)
-    key = engram.master.import_key("acme")
+    assert engram.importer is not None
+    key = engram.importer.id_key("acme")
     assert record_id(key, parsed) == record_id(key, parse_record(line, company="acme", max_text_bytes=8192))
-    assert record_id(key, parsed) != record_id(engram.master.import_key("globex"), parsed)
+    assert record_id(key, parsed) != record_id(engram.importer.id_key("globex"), parsed)
     other = parse_record(json.dumps(record(LIGHTHOUSE, person="bob")), company="acme", max_text_bytes=8192)
     assert record_id(key, parsed) != record_id(key, other)
-    from engram.adapters.crypto import MasterKey
+    from engram.adapters.crypto import DerivationRoot
 
-    assert record_id(MasterKey(b"\x01" * 32).import_key("acme"), parsed) != record_id(key, parsed)
+    assert record_id(DerivationRoot(b"\x01" * 32).import_key("acme"), parsed) != record_id(key, parsed)
 
 
 @pytest.fixture

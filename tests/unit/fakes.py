@@ -17,7 +17,7 @@ from uuid import UUID
 
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.content_rules import ContentRules
-from engram.adapters.crypto import MasterKey
+from engram.adapters.crypto import DerivationRoot, MasterKey, MasterKeys
 from engram.adapters.tombstones import Shred
 from engram.domain.clock import FixedClock
 from engram.domain.directory import CompanyDirectory
@@ -234,11 +234,10 @@ def build(*, mode: Rollout | None = None, policy: ContentPolicy | None = None, m
     standings, purge, queries = FakeStandings(), FakePurge(), FakeQueries()
     settler = FakeSettler(standings, purge)
     clock = FixedClock(at)
-    master = MasterKey(os.urandom(32))
-    store = EventStore(dict(IN_MEMORY), master, keys=lambda _factory: keys,  # type: ignore[arg-type,return-value]
+    store = EventStore(dict(IN_MEMORY), MasterKeys(MasterKey(os.urandom(32))), keys=lambda _factory: keys,  # type: ignore[arg-type,return-value]
                        shredder=tombstones.write)
     ledger = Ledger(store, settler, standings, modes=mode or Rollout(), clock=clock, tombstones=tombstones)
-    memories = MemoryService(ledger, queries, BlindIndex(master), purge,  # type: ignore[arg-type]
+    memories = MemoryService(ledger, queries, BlindIndex(DerivationRoot.new()), purge,  # type: ignore[arg-type]
                              policy=policy or ContentRules(), max_text_bytes=max_text_bytes,
                              candidate_ttl=candidate_ttl)
     return World(clock, keys, tombstones, standings, purge, settler, queries, store, ledger, memories,

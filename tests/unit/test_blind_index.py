@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from datetime import date
 
 from engram.adapters.blind_index import WEIGHT_DAY, WEIGHT_PREFIX, BlindIndex, index_terms, terms, weighted_terms
-from engram.adapters.crypto import MasterKey
+from engram.adapters.crypto import DerivationRoot
 
 
 def test_english_terms_are_stemmed_and_stopwords_dropped() -> None:
@@ -33,14 +32,14 @@ def test_fullwidth_is_normalised() -> None:
 
 
 def test_blinding_differs_between_companies_and_is_stable() -> None:
-    index = BlindIndex(MasterKey(os.urandom(32)))
+    index = BlindIndex(DerivationRoot.new())
     assert index.blind("acme", "tea") == index.blind("acme", "tea")
     assert index.blind("acme", "tea") != index.blind("globex", "tea")
     assert index.query_terms("acme", "tea tea coffee") == [index.blind("acme", t) for t in ("tea", terms("coffee")[0])]
 
 
 def test_a_memory_carries_the_day_it_was_said_and_a_question_asks_for_it() -> None:
-    index = BlindIndex(MasterKey(os.urandom(32)))
+    index = BlindIndex(DerivationRoot.new())
     day = index.blind("acme", "@2025-12-09")
     assert index.term_counts("acme", "Went to the zoo", date(2025, 12, 9))[day] == 1
     terms_, weights = index.recall_terms("acme", "What did I do?", [date(2025, 12, 9)])

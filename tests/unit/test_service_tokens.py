@@ -11,7 +11,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engram.adapters.crypto import MasterKey
-from engram.hindsight_guard.tokens import InvalidServiceToken, load_public_key, public_key_text, sign, verify
+from engram.hindsight_guard.tokens import (
+    InvalidServiceToken,
+    load_public_key,
+    load_public_keys,
+    public_key_text,
+    sign,
+    verify,
+    verify_any,
+)
 
 KEY = MasterKey(os.urandom(32)).hindsight_signing_key()
 PUBLIC = load_public_key(public_key_text(KEY))
@@ -47,3 +55,17 @@ def test_anything_else_is_refused_without_echoing_it(token: str | None) -> None:
     with pytest.raises(InvalidServiceToken) as caught:
         verify(PUBLIC, token)
     assert token is None or token == "" or token not in str(caught.value)
+
+
+def test_while_the_master_key_is_rotated_the_guard_accepts_the_old_and_the_new_key() -> None:
+    new = MasterKey(os.urandom(32)).hindsight_signing_key()
+    both = load_public_keys(f"{public_key_text(new)}, {public_key_text(KEY)}")
+
+    assert verify_any(both, sign(KEY, ["engram-g-1"]))[0] == {"engram-g-1"}
+    assert verify_any(both, sign(new, ["engram-g-2"]))[0] == {"engram-g-2"}
+    with pytest.raises(InvalidServiceToken, match="not signed"):
+        verify_any(both, sign(Ed25519PrivateKey.generate(), ["engram-g-1"]))
+    with pytest.raises(InvalidServiceToken, match="expired"):  # signed by the first key: its own refusal
+        verify_any(both, sign(new, ["engram-g-1"], now=time.time() - 3600))
+    with pytest.raises(ValueError):
+        load_public_keys(" , ")
