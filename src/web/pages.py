@@ -42,6 +42,13 @@ PAGE_HEADERS = {
     "X-Frame-Options": "DENY",
 }
 
+# The services' refusals in words for people; any other keeps its own detail (never personal text).
+PLAIN_WORDS = {
+    "not_found": "There is nothing here, or it is not yours to see.",
+    "sensitive_ack_required": "This text looks sensitive (health, money, identity or someone else's personal data). "
+                              "Go back, tick the box saying you understand, and send it again.",
+}
+
 ASSETS = {"engram.css": "text/css; charset=utf-8", "forget-status.js": "text/javascript; charset=utf-8"}
 
 
@@ -135,7 +142,7 @@ class PageRoute(APIRoute):
                 message = None if exc.code == "unauthenticated" else "That token is not valid or has expired."
                 return sign_in_page(request, message=message)
             except DomainError as exc:  # its detail never holds personal text
-                return error_page(request, exc.status, exc.title, exc.detail)
+                return error_page(request, exc.status, exc.title, PLAIN_WORDS.get(exc.code, exc.detail))
             except RequestValidationError:
                 return error_page(request, 422, "Not a valid request",
                                   "Some of what was sent is not valid. Go back, check the form and try again.")
