@@ -394,3 +394,36 @@ def test_the_accessibility_check_finds_a_violation_where_there_is_one(browser: A
     found = serious_violations(page)
     assert any(v.startswith("label ") for v in found) and any(v.startswith("html-has-lang ") for v in found), found
     page.close()
+
+
+def test_bad_input_on_a_form_is_a_page_with_its_status_and_nothing_written(web_serve: str) -> None:
+    kim = Person(web_serve)
+    memory = kim.remember("I prefer tea in the afternoon")
+    history = kim.api.get(f"/v1/memories/{memory['id']}/history").json()
+    with httpx.Client(base_url=web_serve) as browser_like:
+        browser_like.get("/memory", params={"token": kim.token})
+        csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', browser_like.get("/memory").text).group(1)  # type: ignore[union-attr]
+        correct = f"/memory/m/{memory['id']}/correct"
+        for form, status in (({"text": "I prefer coffee", "valid_from": "2300-01-01T00:00"}, 422),
+                             ({"text": "I prefer coffee", "valid_from": "next tuesday"}, 422),
+                             ({"text": "x" * 9000}, 413),
+                             ({"text": "bad \x00 text"}, 422)):
+            r = browser_like.post(correct, data={**form, "csrf_token": csrf})
+            assert r.status_code == status, (form, r.status_code)
+            assert r.headers["content-type"].startswith("text/html") and "<h1>" in r.text
+            assert "x" * 100 not in r.text, "the page never repeats the submitted text"
+    assert kim.api.get(f"/v1/memories/{memory['id']}/history").json() == history
+
+
+def test_older_memories_are_a_page_further(web_serve: str, browser: Any) -> None:
+    lee = Person(web_serve)
+    for n in range(23):
+        lee.remember(f"I prefer plan number {n:02d} for the offsite")
+    page = signed_in(browser, web_serve, lee)
+    listed = page.locator("section[aria-labelledby=memories] ul.cards > li h3")
+    first = listed.all_inner_texts()
+    assert len(first) == 20 and first[0] == "I prefer plan number 22 for the offsite", "newest first"
+    page.get_by_role("link", name="Older memories").click()
+    rest = listed.all_inner_texts()
+    assert rest == [f"I prefer plan number {n:02d} for the offsite" for n in (2, 1, 0)]
+    assert page.get_by_role("link", name="Older memories").count() == 0
