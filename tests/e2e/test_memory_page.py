@@ -83,6 +83,8 @@ def test_review_confirm_search_correct_history_forget_and_export(web_serve: str,
     page = signed_in(browser, web_serve, alice)
     outside: list[str] = []
     page.on("request", lambda req: outside.append(req.url) if not req.url.startswith(web_serve) else None)
+    refused: list[str] = []  # the page itself breaks no rule of its Content-Security-Policy
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
 
     # review: each candidate with its exact quote, source and time; the sensitive one says so in words
     review = page.locator(f"#candidate-{learned['id']}")
@@ -172,6 +174,7 @@ def test_review_confirm_search_correct_history_forget_and_export(web_serve: str,
     assert markdown.startswith(f"# Memories of {alice.name}") and f"## {CHINESE}" in markdown
     screenshot(page, "memory-overview-desktop")
     assert outside == [], f"requests to other hosts: {outside}"
+    assert refused == [], refused
 
 
 def test_a_candidate_is_rejected_without_acknowledging_anything(web_serve: str, browser: Any) -> None:
