@@ -12,6 +12,9 @@ from e2e.browser import chromium
 from helpers import serving
 
 
+_no_browser: list[str] = []  # why Chromium did not start, for the summary
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """Debian's Chromium, headless; the tests that need it skip, with the reason, when it cannot start."""
@@ -19,8 +22,15 @@ def browser() -> Iterator[Any]:
         try:
             running = stack.enter_context(chromium())
         except RuntimeError as exc:
+            _no_browser.append(str(exc))
             pytest.skip(f"no browser: {exc}")
         yield running
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The reason the page tests skipped, printed even without `-rs`."""
+    if _no_browser:
+        terminalreporter.write_line(f"page tests skipped, no browser: {_no_browser[0]}", yellow=True)
 
 
 @pytest.fixture(scope="module")
