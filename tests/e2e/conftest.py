@@ -11,7 +11,6 @@ import pytest
 from e2e.browser import chromium
 from helpers import serving
 
-
 _no_browser: list[str] = []  # why Chromium did not start, for the summary
 
 
