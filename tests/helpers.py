@@ -79,11 +79,9 @@ def wait_until_ready(proc: subprocess.Popen, url: str, output: Callable[[], str]
     raise TimeoutError("engram serve did not become ready:\n" + output())
 
 
-@contextmanager
-def serving(postgres: Any, data: Path, **env: str) -> Iterator[str]:
-    """`engram serve` on a fresh database of the session's PostgreSQL, its background work quick; its URL."""
-    from e2e.test_serve import ENGRAM, _free_port
-
+def serve_environment(postgres: Any, data: Path, **env: str) -> dict[str, str]:
+    """The environment of an `engram serve` (and of `engram` commands beside it) on a fresh database of the
+    session's PostgreSQL, its background work quick."""
     database = fresh_database(postgres)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
     environment.update({
@@ -95,6 +93,14 @@ def serving(postgres: Any, data: Path, **env: str) -> Iterator[str]:
         "ENGRAM_POLL_INTERVAL": "0.2",
         **env,
     })
+    return environment
+
+
+@contextmanager
+def running_serve(environment: dict[str, str], data: Path) -> Iterator[str]:
+    """`engram serve` with this environment until the block ends; its URL. Its output goes to data/serve.log."""
+    from e2e.test_serve import ENGRAM, _free_port
+
     port = _free_port()
     log = data / "serve.log"
     with log.open("wb") as out:
@@ -107,6 +113,13 @@ def serving(postgres: Any, data: Path, **env: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+@contextmanager
+def serving(postgres: Any, data: Path, **env: str) -> Iterator[str]:
+    """`engram serve` on a fresh database of the session's PostgreSQL, its background work quick; its URL."""
+    with running_serve(serve_environment(postgres, data, **env), data) as url:
+        yield url
 
 
 def stored_events(engram: Any) -> int:

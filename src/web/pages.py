@@ -8,6 +8,7 @@ runs (nothing is written otherwise), `?token=` signs in and redirects, and a ref
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from importlib import resources
@@ -22,10 +23,13 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from starlette.exceptions import HTTPException
 
+from engram.adapters.availability import RETRY_AFTER_SECONDS, UNAVAILABLE_ERRORS
 from engram.api.identity import Unauthenticated
 from engram.domain.errors import DomainError
 
 from .session import CSRF_FIELD, TOKEN_PARAMETER, SignedInByLink, csrf_token, keep_nonce, require_csrf, start_session
+
+log = logging.getLogger("engram.web")
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -40,6 +44,13 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
+}
+
+# The services' refusals in words for people; any other keeps its own detail (never personal text).
+PLAIN_WORDS = {
+    "not_found": "There is nothing here, or it is not yours to see.",
+    "sensitive_ack_required": "This text looks sensitive (health, money, identity or someone else's personal data). "
+                              "Go back, tick the box saying you understand, and send it again.",
 }
 
 ASSETS = {"engram.css": "text/css; charset=utf-8", "forget-status.js": "text/javascript; charset=utf-8"}
@@ -131,16 +142,26 @@ class PageRoute(APIRoute):
                 return await handler(request)
             except SignedInByLink as link:
                 return _signed_in_by_link(request, link.token)
+            except UNAVAILABLE_ERRORS:  # never the driver's message
+                response = error_page(request, 503, "Not available right now",
+                                      "Engram cannot reach its database at the moment. Try again in a few seconds.")
+                response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+                return response
             except Unauthenticated as exc:
                 message = None if exc.code == "unauthenticated" else "That token is not valid or has expired."
                 return sign_in_page(request, message=message)
             except DomainError as exc:  # its detail never holds personal text
-                return error_page(request, exc.status, exc.title, exc.detail)
+                return error_page(request, exc.status, exc.title, PLAIN_WORDS.get(exc.code, exc.detail))
             except RequestValidationError:
                 return error_page(request, 422, "Not a valid request",
                                   "Some of what was sent is not valid. Go back, check the form and try again.")
             except HTTPException as exc:
                 return error_page(request, exc.status_code, str(exc.detail), str(exc.detail))
+            except Exception as exc:  # noqa: BLE001  (as the API's handler: its type only, never its message)
+                log.error("unhandled error on a page: %s", type(exc).__name__)
+                return error_page(request, 500, "Something went wrong",
+                                  "The page could not be shown. Try again; if it keeps happening, tell whoever runs "
+                                  "Engram.")
 
         return page
 

@@ -11,6 +11,8 @@ import pytest
 from e2e.browser import chromium
 from helpers import serving
 
+_no_browser: list[str] = []  # why Chromium did not start, for the summary
+
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
@@ -19,8 +21,15 @@ def browser() -> Iterator[Any]:
         try:
             running = stack.enter_context(chromium())
         except RuntimeError as exc:
+            _no_browser.append(str(exc))
             pytest.skip(f"no browser: {exc}")
         yield running
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The reason the page tests skipped, printed even without `-rs`."""
+    if _no_browser:
+        terminalreporter.write_line(f"page tests skipped, no browser: {_no_browser[0]}", yellow=True)
 
 
 @pytest.fixture(scope="module")

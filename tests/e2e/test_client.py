@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -335,14 +331,3 @@ def test_a_whole_conversation_is_sent_as_messages(proxy: Proxy) -> None:
         assert engram.receipt("conv-0").attempts == 0
     assert proxy.seen[0][3] == {"messages": [
         {**m, "occurred_at": f"2026-11-02T09:0{n}:00+00:00"} for n, m in enumerate(messages)]}
-
-
-def test_the_readme_example_runs(serve: str) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    example = readme.split("## Trying it", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    assert len(example.splitlines()) == 6
-    env = {**os.environ, "T": person()}
-    printed = subprocess.run([sys.executable, "-c", example.replace("http://127.0.0.1:8080", serve)], env=env,
-                             check=True, capture_output=True, text=True, timeout=60).stdout
-    assert printed.splitlines() == ["I prefer weekly reports as short bullet points <- "
-                                    "I prefer weekly reports as short bullet points"]
