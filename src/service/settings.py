@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     backup_retention_days: Seconds = MAX_BACKUP_RETENTION_DAYS
     mode: Literal["off", "shadow", "enabled"] = "enabled"
     company_allowlist: Annotated[frozenset[str], NoDecode] = frozenset()
+    log_format: Literal["text", "json"] = "text"  # json: one JSON object a line
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     poll_interval: Seconds = 1.0
     sweep_interval: Seconds = 60.0
     worker_interval: Seconds = 1.0
@@ -64,6 +66,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return frozenset(c.strip() for c in value.split(",") if c.strip())
         return value
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("backup_retention_days")
     @classmethod

@@ -83,3 +83,29 @@ def test_the_request_line_is_logged_with_the_id_route_status_and_duration(client
     assert (line.levelno, line.method, line.route, line.status) == (  # type: ignore[attr-defined]
         logging.INFO, "GET", "/v1/memories/{memory_id}", 404)
     assert line.duration_ms >= 0 and "11111111" not in line.getMessage()  # type: ignore[attr-defined]
+
+
+def test_every_line_written_while_serving_a_request_carries_its_id(client: Any, engram: Any, log_stream: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from engram.adapters import logs
+
+    logs.configure("json", "info", stream=log_stream)
+
+    def broken(*_: Any, **__: Any) -> Any:
+        logging.getLogger("engram.memories").warning("about to fail")  # in the route's worker thread
+        raise RuntimeError("not for the log")
+
+    monkeypatch.setattr(engram.memories, "list_memories", broken)
+    r = client.get("/v1/memories", headers={**auth(), "X-Request-Id": "req-500"})
+    logging.getLogger("engram.elsewhere").warning("after the request")
+    assert r.status_code == 500
+    lines = [json.loads(line) for line in log_stream.getvalue().splitlines()]
+    by_message = {line["message"]: line for line in lines}
+    assert by_message["about to fail"]["request_id"] == "req-500"
+    assert by_message["unhandled error: RuntimeError"]["request_id"] == "req-500"
+    [request] = [line for line in lines if line["logger"] == "engram.http"]
+    assert (request["request_id"], request["route"], request["status"]) == ("req-500", "/v1/memories", 500)
+    assert "request_id" not in by_message["after the request"]
+    assert "not for the log" not in log_stream.getvalue()
