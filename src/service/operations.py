@@ -185,8 +185,12 @@ class Operations:
                              "not apply them", [({"projection": p}, n) for p, n in self.quarantined().items()]))
         found.append(Reading("engram_inbox_receipts", "gauge", "Receipts by state (queued: not yet learned from)",
                              _by("state", self.learning.inbox.backlog())))
+        failures = self.learning.budget.failures()
         found.append(Reading("engram_model_call_failures_total", "counter", "Model calls that failed (an error or a "
-                             "malformed answer), by purpose", _by("purpose", self.learning.budget.failures())))
+                             "malformed answer): extraction and insights", [({}, sum(failures.values()))]))
+        found.append(Reading("engram_extraction_failures_total", "counter", "Extraction model calls that failed (an "
+                             "error or a malformed answer); the receipt is tried again later",
+                             [({}, failures["extraction"])]))
         if self.syncer is not None:
             found.append(Reading("engram_hindsight_sync", "gauge", "Hindsight sync wishes by state (pending: not yet "
                                  "in Hindsight)", _by("state", self.syncer.backlog())))

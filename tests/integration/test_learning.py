@@ -216,8 +216,7 @@ def test_a_failed_call_is_charged_only_what_the_provider_reported_and_retries(ma
     status = client.get("/v1/admin/status", headers=auth(user="root", role="admin")).json()
     assert status["budget_today"]["failed_calls"] == 1
     metrics = client.get("/metrics").text
-    assert 'engram_model_call_failures_total{purpose="extraction"} 1.0' in metrics
-    assert 'engram_model_call_failures_total{purpose="insights"} 0.0' in metrics
+    assert "\nengram_model_call_failures_total 1.0\n" in metrics and "\nengram_extraction_failures_total 1.0\n" in metrics
     assert system.learning.work() == 0  # backing off
     clock.advance(minutes=5)
     assert system.learning.work() == 1
