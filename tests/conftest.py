@@ -48,6 +48,24 @@ def settings(tmp_path: Path) -> Any:
 
 
 @pytest.fixture
+def log_stream() -> Iterator[Any]:
+    """A stream for `engram.adapters.logs.configure(..., stream=)`; the logging set-up is restored after."""
+    import io
+    import logging
+
+    root, engram_logger = logging.getLogger(), logging.getLogger("engram")
+    handlers, levels = list(root.handlers), (root.level, engram_logger.level)
+    yield io.StringIO()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(levels[0])
+    engram_logger.setLevel(levels[1])
+    logging.captureWarnings(False)
+
+
+@pytest.fixture
 def llm() -> Iterator[Any]:
     """The fake OpenAI-compatible model server (the only fake besides embeddings)."""
     from fake_llm import FakeLLM

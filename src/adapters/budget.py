@@ -158,9 +158,10 @@ class BudgetLedger:
                         "calls": int(row["calls"]) if row else 0, "failed_calls": failed.get(day, 0)})
         return out
 
-    def failures(self) -> int:
-        """Model calls that failed, every company and day: a count for /metrics."""
+    def failures(self) -> dict[str, int]:
+        """Model calls that failed, every company and day, by purpose (extraction, insights): counts for /metrics."""
         with self.datastore.get_connection() as conn:
-            row = conn.execute("SELECT count(*) AS n FROM engram_usage_ledger WHERE outcome IN ('error', 'malformed')"
-                               ).fetchone()
-        return int(row["n"]) if row else 0
+            rows = conn.execute(
+                "SELECT CASE WHEN extractor LIKE 'insight-%' THEN 'insights' ELSE 'extraction' END AS purpose, "
+                "count(*) AS n FROM engram_usage_ledger WHERE outcome IN ('error', 'malformed') GROUP BY 1").fetchall()
+        return {"extraction": 0, "insights": 0, **{r["purpose"]: int(r["n"]) for r in rows}}

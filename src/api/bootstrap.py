@@ -246,7 +246,7 @@ class Engram:
             sweepers.append(Sweeper(lambda: purge.vacuum_views(ledger.clock.now()), settings.sweep_interval))
         engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,
                      GovernanceService(ledger), learning,
-                     Operations(ledger, projections, learning, fence, settings, syncer, purge, insights.queries),
+                     Operations(ledger, projections, learning, fence, settings, syncer, purge, insights.queries, recall),
                      syncer, embedded, sweepers, forgetting, backups=backups,
                      importer=MemoryImporter(memories, fence, root.import_key, fence.loaded.wait),
                      insights=insights)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from engram.adapters import logs
 from engram.adapters.backups import BackupFailed, serving
 from engram.adapters.database import Database, EmbeddedPostgres
 from engram.adapters.migrations import SchemaTooNew, database_status, migrate_database
@@ -22,6 +24,9 @@ from engram.service.key_rotation import KeyRotation
 
 from .bootstrap import PROJECTIONS, Engram, key_rotation, master_key, master_keys, token_secret
 from .identity import issue_token
+
+log = logging.getLogger("engram")
+SERVICES = frozenset({"serve", "relay", "worker", "mcp"})  # they log at ENGRAM_LOG_LEVEL; the others print
 
 
 def _settings():  # noqa: ANN202
@@ -41,21 +46,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings()
     if not settings.token_secret:
-        print("ENGRAM_TOKEN_SECRET is not set: using a development secret derived from the data "
-              "directory's master key; `engram token` uses the same one.", file=sys.stderr)
+        log.warning("ENGRAM_TOKEN_SECRET is not set: using a development secret derived from the data "
+                    "directory's master key; `engram token` uses the same one.")
     if settings.kafka_bootstrap:
         _quiet_kafka_client()
     engram = Engram.open(settings)
     mode = "external PostgreSQL" if engram.embedded is None else f"embedded PostgreSQL in {engram.embedded.pgdata}"
-    print(f"engram: {mode}; serving on http://{args.host}:{args.port}", file=sys.stderr)
+    log.info("%s; serving on http://%s:%d", mode, args.host, args.port)
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it; make that re-raise an
     # ordinary exit so the projectors and the embedded PostgreSQL are stopped below.
     signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         # `engram restore DIR` refuses while this is held; `engram keys rotate` reads which key it wraps with
         with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
+            # uvicorn logs through ours (ENGRAM_LOG_*); its access log is off: Observed logs each request
             uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
-                        log_level="warning", access_log=False,
+                        log_config=None, log_level=None, access_log=False,
                         timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
     finally:
         engram.close()
@@ -386,7 +392,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
     relay = Relay(engram.store.recorder, engram.store.datastore, engram.settings.kafka_bootstrap or "",
                   engram.settings.kafka_partitions, list(engram.projections), poll_interval=engram.settings.poll_interval,
                   alive=_alive_file(args.alive_file))
-    print(f"engram relay: publishing to {engram.settings.kafka_bootstrap}", file=sys.stderr)
+    log.info("relay: publishing to %s", engram.settings.kafka_bootstrap)
     try:
         with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
             return _run_until_signalled(relay.run)
@@ -409,7 +415,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                              engram.operations.decode, engram.settings.kafka_bootstrap or "",
                              engram.settings.kafka_partitions, keys=engram.store.keys,
                              alive=_alive_file(args.alive_file))
-    print(f"engram worker: projecting {', '.join(names)}", file=sys.stderr)
+    log.info("worker: projecting %s", ", ".join(names))
     try:
         with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
             return _run_until_signalled(worker.run)
@@ -493,20 +499,37 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _configure_logging(command: str) -> None:
+    """ENGRAM_LOG_FORMAT and ENGRAM_LOG_LEVEL. A one-shot command prints its results and logs warnings
+    and errors only, unless ENGRAM_LOG_LEVEL is set."""
+    from pydantic import ValidationError
+
+    from engram.service.settings import Settings
+
+    try:
+        settings = Settings()
+    except ValidationError:  # reported below, in the format asked for if that much can be read
+        logs.configure("json" if os.environ.get("ENGRAM_LOG_FORMAT", "").strip().lower() == "json" else "text",
+                       "warning")
+        raise
+    explicit = "log_level" in settings.model_fields_set
+    logs.configure(settings.log_format, settings.log_level if command in SERVICES or explicit else "warning")
+
+
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = parser().parse_args(argv)
     from pydantic import ValidationError
 
     from engram.service.settings import describe
 
     try:
+        _configure_logging(args.command)
         return int(args.func(args))
     except ValidationError as e:  # a setting: name the variable, never echo its value
-        print(f"engram: invalid configuration: {describe(e)}", file=sys.stderr)
+        log.error("invalid configuration: %s", describe(e))
         return 2
-    except (ValueError, SchemaTooNew, FenceRequired, BackupFailed) as e:
-        print(f"engram: {e}", file=sys.stderr)
+    except (ValueError, SchemaTooNew, FenceRequired, BackupFailed) as e:  # ours, written for the operator
+        log.error("%s", e)
         return 2
 
 

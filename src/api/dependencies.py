@@ -27,6 +27,7 @@ from engram.service.settings import Settings
 
 from .bootstrap import Engram as CompositionRoot  # the root's one name in the HTTP API
 from .identity import caller_from_token
+from .metrics import Metrics
 from .reference import BEARER
 
 
@@ -41,6 +42,10 @@ def install(app: FastAPI, root: CompositionRoot, token_secret: str) -> None:
 
 def ledger_of(root: CompositionRoot) -> Ledger:
     return root.ledger
+
+
+def operations_of(root: CompositionRoot) -> OperationsService:
+    return root.operations
 
 
 def _root(request: Request) -> CompositionRoot:
@@ -81,7 +86,11 @@ async def learning_service(request: Request) -> LearningService:
 
 
 async def operations_service(request: Request) -> OperationsService:
-    return _root(request).operations
+    return operations_of(_root(request))
+
+
+async def app_metrics(request: Request) -> Metrics:
+    return request.app.state.metrics  # observability.install
 
 
 async def database_availability(request: Request) -> Availability:
@@ -102,6 +111,7 @@ Learning = Annotated[LearningService, Depends(learning_service)]
 Operations = Annotated[OperationsService, Depends(operations_service)]
 DatabaseAvailability = Annotated[Availability, Depends(database_availability)]
 Deployment = Annotated[Settings, Depends(deployment_settings)]
+AppMetrics = Annotated[Metrics, Depends(app_metrics)]
 
 
 # -- the caller ------------------------------------------------------------------------------------

@@ -8,21 +8,23 @@ from fastapi import FastAPI
 
 from engram import web
 
-from . import consistency, dependencies, mcp_http, problems, reference
+from . import consistency, dependencies, mcp_http, observability, problems, reference
 from .dependencies import CompositionRoot
 from .middleware import BodyLimit, JsonRoute
+from .observability import ObservedApp
 from .routes import ROUTERS
 
 
 def create_app(root: CompositionRoot, token_secret: str) -> FastAPI:
     # operationId: the route function's name (remember, recall, forget_memory, ...), for generated clients
-    app = FastAPI(title="Engram", version="1", docs_url=None, redoc_url=None, strict_content_type=False,
-                  generate_unique_id_function=lambda route: route.name)
+    app = ObservedApp(title="Engram", version="1", docs_url=None, redoc_url=None, strict_content_type=False,
+                      generate_unique_id_function=lambda route: route.name)
     app.router.route_class = JsonRoute
     app.add_middleware(BodyLimit)
     problems.install(app)
     reference.install(app)  # /openapi.json with problems and the bearer scheme; /docs without a CDN
     dependencies.install(app, root, token_secret)
+    observability.install(app, dependencies.operations_of(root))  # X-Request-Id, a log line per request, /metrics
     # read-your-writes: 202 + visible: false when stalled
     consistency.install(app, dependencies.ledger_of(root).settler)
     for router in ROUTERS:

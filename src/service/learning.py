@@ -32,6 +32,7 @@ from engram.projections.inbox import InboxQueries
 
 from .ledger import Ledger
 from .memories import MemoryService
+from .tally import Tally
 
 log = logging.getLogger("engram.learning")
 
@@ -69,6 +70,7 @@ class LearningService:
         self.budget = budget
         self.extractor = extractor
         self.rules = rules
+        self.failed_runs = Tally()  # receipt runs that raised in this process (/metrics)
 
     # -- intake ----------------------------------------------------------------
 
@@ -178,6 +180,7 @@ class LearningService:
                     done += 1
             except Exception as e:  # noqa: BLE001 - one bad receipt must not stop the queue
                 log.warning("receipt processing failed (%s); it will be retried", type(e).__name__)
+                self.failed_runs.add()
                 self._retry_or_fail(rid, now)
         return done
 

@@ -3,11 +3,15 @@ rebuilds and the restore fence. Counts and positions only; never memory text."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
-from engram.adapters.availability import Availability
+import psycopg
+
+from engram.adapters.availability import UNAVAILABLE_ERRORS, Availability
 from engram.adapters.hindsight import HindsightUnavailable
 from engram.adapters.tombstones import Fence
 from engram.domain.access import Access
@@ -19,17 +23,35 @@ from engram.projections.purge import PurgeTracker
 from .hindsight_sync import HindsightSyncer
 from .learning import LearningService
 from .ledger import Ledger
+from .recall import RecallService
 from .restore import apply_fence
 from .settings import Settings
 
 BUDGET_DAYS = 14  # the admin status's budget history, today included
 
+log = logging.getLogger("engram.operations")
+
+Labels = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One metric family as /metrics shows it: label values are states, kinds, projection names and
+    partition numbers only (never a company, a person, an id or any text)."""
+
+    name: str  # as exposed: a counter's ends in _total
+    kind: Literal["gauge", "counter"]
+    help: str
+    samples: list[tuple[Labels, int | float]]
+
 
 class Operations:
     def __init__(self, ledger: Ledger, projections: Mapping[str, ViewProjection], learning: LearningService,
                  fence: Fence, settings: Settings, syncer: HindsightSyncer | None = None,
-                 purge: PurgeTracker | None = None, insights: InsightQueries | None = None) -> None:
+                 purge: PurgeTracker | None = None, insights: InsightQueries | None = None,
+                 recall: RecallService | None = None) -> None:
         self.purge = purge
+        self.recall = recall
         self.insights = insights
         self.ledger = ledger
         self.store = ledger.store
@@ -131,38 +153,62 @@ class Operations:
         return {"forgets_pending": self.purge.backlog(company) if self.purge is not None else 0,
                 "tombstones_unpublished": outbox.backlog() if outbox is not None else 0}
 
-    def metrics(self) -> str:
-        """Prometheus text: counts and lags only."""
+    def readings(self) -> list[Reading]:
+        """What /metrics shows of the deployment, read now: counts, states and lags, never a company's
+        name or any text. The tallies are this process's; everything else is read from the database and
+        is the same in every process. A database that does not answer ends the reads (one failed read is
+        enough to know): `engram_database_up` says 0 and what was read before stays."""
+        found = [Reading("engram_receipt_processing_failures_total", "counter", "Receipt runs that raised in this "
+                         "process (each is retried; a receipt failing for good ends as failed)",
+                         [({}, self.learning.failed_runs.count)])]
+        if self.recall is not None:
+            found.append(Reading("engram_recall_degraded_total", "counter", "Recalls answered without the semantic "
+                                 "index (down or slower than its deadline), in this process",
+                                 [({}, self.recall.degraded.count)]))
+        up = self.availability.up
+        if up:
+            try:
+                self._read_database(found)
+            except UNAVAILABLE_ERRORS + (psycopg.Error,) as e:
+                up = False
+                log.warning("metrics: a database read failed (%s); answering what was read", type(e).__name__)
+        found.append(Reading("engram_database_up", "gauge", "1 when this scrape's database reads answered, else 0",
+                             [({}, int(up))]))
+        return found
+
+    def _read_database(self, found: list[Reading]) -> None:
+        """Appends each family as soon as it is read."""
         purge = self._purge_backlog(None)
-        lines = ["# HELP engram_purge_pending Forgets with a copy not yet purged (backups ageing out aside)",
-                 "# TYPE engram_purge_pending gauge", f"engram_purge_pending {purge['forgets_pending']}",
-                 "# HELP engram_tombstones_unpublished Tombstones committed but not yet in the journal",
-                 "# TYPE engram_tombstones_unpublished gauge",
-                 f"engram_tombstones_unpublished {purge['tombstones_unpublished']}"]
-        lines.append("# TYPE engram_projection_lag gauge")
-        for r in self.status():
-            part = f',partition="{r["partition"]}"' if "partition" in r else ""
-            lines.append(f'engram_projection_lag{{projection="{r["projection"]}"{part}}} {r["lag"]}')
-        lines.append("# HELP engram_quarantined_events Events a projection set aside because it could not apply them")
-        lines.append("# TYPE engram_quarantined_events gauge")
-        for name, n in self.quarantined().items():
-            lines.append(f'engram_quarantined_events{{projection="{name}"}} {n}')
+        found.append(Reading("engram_purge_pending", "gauge", "Forgets with a copy not yet purged (backups ageing "
+                             "out aside)", [({}, purge["forgets_pending"])]))
+        found.append(Reading("engram_tombstones_unpublished", "gauge", "Tombstones committed but not yet in the "
+                             "journal", [({}, purge["tombstones_unpublished"])]))
+        found.append(Reading("engram_projection_lag", "gauge", "Events stored but not yet applied by a projection "
+                             "(per partition in distributed mode)", [(_where(r), r["lag"]) for r in self.status()]))
+        found.append(Reading("engram_quarantined_events", "gauge", "Events a projection set aside because it could "
+                             "not apply them", [({"projection": p}, n) for p, n in self.quarantined().items()]))
+        found.append(Reading("engram_inbox_receipts", "gauge", "Receipts by state (queued: not yet learned from)",
+                             _by("state", self.learning.inbox.backlog())))
+        failures = self.learning.budget.failures()
+        found.append(Reading("engram_model_call_failures_total", "counter", "Model calls that failed (an error or a "
+                             "malformed answer): extraction and insights", [({}, sum(failures.values()))]))
+        found.append(Reading("engram_extraction_failures_total", "counter", "Extraction model calls that failed (an "
+                             "error or a malformed answer); the receipt is tried again later",
+                             [({}, failures["extraction"])]))
         if self.syncer is not None:
-            lines.append("# HELP engram_hindsight_sync Hindsight sync wishes by state (pending: not yet in Hindsight)")
-            lines.append("# TYPE engram_hindsight_sync gauge")
-            for state, n in sorted(self.syncer.backlog().items()):
-                lines.append(f'engram_hindsight_sync{{state="{state}"}} {n}')
-        lines.append("# TYPE engram_inbox_receipts gauge")
-        for state, n in sorted(self.learning.inbox.backlog().items()):
-            lines.append(f'engram_inbox_receipts{{state="{state}"}} {n}')
+            found.append(Reading("engram_hindsight_sync", "gauge", "Hindsight sync wishes by state (pending: not yet "
+                                 "in Hindsight)", _by("state", self.syncer.backlog())))
         if self.insights is not None:
-            lines.append("# HELP engram_insight_backlog People awaiting the proposers; invalidations not yet recorded")
-            lines.append("# TYPE engram_insight_backlog gauge")
-            for kind, n in sorted(self.insights.backlog(None).items()):
-                lines.append(f'engram_insight_backlog{{kind="{kind}"}} {n}')
-        lines.append("# HELP engram_model_call_failures_total Model calls (extraction, insights) that failed")
-        lines.append("# TYPE engram_model_call_failures_total counter")
-        lines.append(f"engram_model_call_failures_total {self.learning.budget.failures()}")
-        lines.append("# TYPE engram_events_total counter")
-        lines.append(f"engram_events_total {self.store.recorder.max_notification_id() or 0}")
-        return "\n".join(lines) + "\n"
+            found.append(Reading("engram_insight_backlog", "gauge", "People awaiting the proposers; invalidations not "
+                                 "yet recorded", _by("kind", self.insights.backlog(None))))
+        found.append(Reading("engram_events_total", "counter", "Events stored (the event store's head position)",
+                             [({}, self.store.recorder.max_notification_id() or 0)]))
+
+
+def _by(label: str, counts: Mapping[str, int]) -> list[tuple[Labels, int | float]]:
+    return [({label: key}, n) for key, n in sorted(counts.items())]
+
+
+def _where(row: Mapping[str, Any]) -> Labels:
+    """A projection's lag row as labels: its name, and its partition in distributed mode."""
+    return {"projection": row["projection"], **({"partition": str(row["partition"])} if "partition" in row else {})}

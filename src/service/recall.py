@@ -26,6 +26,7 @@ from engram.projections.recall_queries import RecallQueries
 from .insights import InsightService
 from .ledger import Ledger
 from .ports import SemanticIndex
+from .tally import Tally
 from .views import opened, row_scope, unsealed
 
 
@@ -70,6 +71,7 @@ class RecallService:
         self.max_text_bytes = max_text_bytes
         self.insights = insights
         self.hint_weight = hint_weight
+        self.degraded = Tally()  # recalls answered without the semantic index it has (/metrics)
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int,
                tags: list[str] | None = None) -> dict[str, Any]:
@@ -114,6 +116,7 @@ class RecallService:
         try:
             return self.semantic.hints(access.semantic_scopes(), query), False
         except SemanticIndexUnavailable:
+            self.degraded.add()
             return SemanticHints(), True
 
     def _answered(self, found: list[dict[str, Any]], filters: dict[str, Any], limit: int) -> list[dict[str, Any]]:

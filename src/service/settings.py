@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     backup_retention_days: Seconds = MAX_BACKUP_RETENTION_DAYS
     mode: Literal["off", "shadow", "enabled"] = "enabled"
     company_allowlist: Annotated[frozenset[str], NoDecode] = frozenset()
+    log_format: Literal["text", "json"] = "text"  # json: one JSON object a line
+    log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
     poll_interval: Seconds = 1.0
     sweep_interval: Seconds = 60.0
     worker_interval: Seconds = 1.0
@@ -79,6 +81,11 @@ class Settings(BaseSettings):
             if len(raw) != 32:
                 raise ValueError("each key must be 32 random bytes, base64url-encoded")
         return value
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("backup_retention_days")
     @classmethod

@@ -235,6 +235,10 @@ def test_idempotent_calls_are_retried_on_503_and_lost_connections(proxy: Proxy) 
         assert proxy.paths() == ["POST /v1/memories"] * 4
         assert len({request_id for _, _, request_id, _ in proxy.seen}) == 1  # one call, one id for every try
         proxy.seen.clear()
+        with pytest.raises(EngramError) as missing:
+            engram.memory(str(uuid.uuid4()))
+        assert missing.value.request_id == proxy.seen[-1][2]  # the service answered with the id the client sent
+        proxy.seen.clear()
         proxy.script = ["drop", "503"]
         assert [i.id for i in engram.recall(query="cycle").items] == [memory.id]
         proxy.script = ["503"]

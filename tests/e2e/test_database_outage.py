@@ -124,6 +124,9 @@ def test_calls_get_503_quickly_while_postgres_is_stopped_and_service_resumes_whe
 
         for path in ("/livez", "/healthz"):
             assert httpx.get(server.url + path, timeout=ANSWER_WITHIN).status_code == 200
+        metrics = httpx.get(server.url + "/metrics", timeout=ANSWER_WITHIN)  # what it can: not a 503
+        assert metrics.status_code == 200 and "\nengram_database_up 0.0\n" in metrics.text
+        assert 'engram_http_requests_total{method="POST",route="/v1/recall",status="503"} 1.0' in metrics.text
         r = httpx.get(server.url + "/readyz", timeout=ANSWER_WITHIN)
         assert r.status_code == 503 and "retry-after" in r.headers
 

@@ -121,8 +121,11 @@ def test_recall_over_http_says_degraded_within_the_deadline(system, proxy) -> No
         started = time.monotonic()
         r = client.post("/v1/recall", headers=auth(), json={"query": "green tea"})
         elapsed = time.monotonic() - started
+        metrics = client.get("/metrics").text
     assert r.status_code == 200 and elapsed < DEADLINE + MARGIN
     assert r.json()["degraded"] is True and [i["id"] for i in r.json()["items"]] == [tea]
+    assert "\nengram_recall_degraded_total 1.0\n" in metrics  # the first recall was not degraded
+    assert 'engram_hindsight_sync{state="done"} 1.0' in metrics
 
 
 def test_a_connect_that_hangs_ends_by_the_deadline() -> None:

@@ -219,7 +219,8 @@ def test_a_failed_call_is_charged_only_what_the_provider_reported_and_retries(ma
     assert len(days) == 14 and days[-1] == {"day": T0.date().isoformat(), "tokens": 0, "calls": 1, "failed_calls": 1}
     assert days[0]["day"] == (T0.date() - timedelta(days=13)).isoformat()
     assert all(d["calls"] == 0 and d["failed_calls"] == 0 for d in days[:-1])
-    assert "engram_model_call_failures_total 1" in client.get("/metrics").text
+    metrics = client.get("/metrics").text
+    assert "\nengram_model_call_failures_total 1.0\n" in metrics and "\nengram_extraction_failures_total 1.0\n" in metrics
     assert system.learning.work() == 0  # backing off
     clock.advance(minutes=5)
     assert system.learning.work() == 1

@@ -183,7 +183,7 @@ def test_the_purge_backlog_counts_what_is_not_purged_yet(opened) -> None:
     assert backlog == {"forgets_pending": 1, "tombstones_unpublished": 0}
     assert engram.operations.admin_status(Caller("globex", "root", "operator"))["backlogs"]["purge"][
         "forgets_pending"] == 0
-    assert "engram_purge_pending 1" in engram.operations.metrics()
+    assert {r.name: r.samples for r in engram.operations.readings()}["engram_purge_pending"] == [({}, 1)]
     assert engram.memories.forget_status(ALICE, forget_id)["status"] == "stopped_using"
 
 

@@ -3,10 +3,11 @@
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
 
-from ..dependencies import Anyone, Operations
+from ..dependencies import Anyone, AppMetrics, Operations
 from ..examples import METRICS
+from ..metrics import CONTENT_TYPE
 from ..middleware import JsonRoute
 from ..models import AdminStatus
 from ..reference import answers
@@ -24,8 +25,9 @@ def admin_status(who: Anyone, operations: Operations) -> Any:
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse,
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}, "example": METRICS}}}})
-def metrics(operations: Operations) -> PlainTextResponse:
-    """Counts only, never a company's name or any text: recalls, degraded recalls, backlogs, projector
-    lag, model calls and their failures. No token needed.
+def metrics(registry: AppMetrics) -> Response:
+    """Counts only, never a company's name or any text: requests and their latency by route template
+    and status, degraded recalls, backlogs, projector lag, model calls that failed. No token needed;
+    answers while the database is away too (`engram_database_up 0`, without what it could not read).
     """
-    return PlainTextResponse(operations.metrics(), media_type="text/plain; version=0.0.4")
+    return Response(registry.exposition(), media_type=CONTENT_TYPE)

@@ -1,0 +1,74 @@
+"""/metrics through prometheus-client: this process's HTTP requests (count and latency by method,
+route template and status), the deployment's readings (`Operations.readings`, read at scrape time),
+and the process's own (CPU, memory, file descriptors, garbage collection)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from engram.service.operations import Reading
+
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+# Seconds: most answers take milliseconds; a 503 comes within 5 s; the statement timeout is 10 s.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+disable_created_metrics()  # a *_created series beside every counter and histogram doubles the series for nothing
+
+
+class _Readings(Collector):
+    """The deployment's readings as metric families, read at each scrape (never at registration)."""
+
+    def __init__(self, read: Callable[[], list[Reading]]) -> None:
+        self.read = read
+
+    def describe(self) -> Iterable[Metric]:
+        return ()
+
+    def collect(self) -> Iterable[Metric]:
+        for reading in self.read():
+            family = Metric(reading.name.removesuffix("_total") if reading.kind == "counter" else reading.name,
+                            reading.help, reading.kind)
+            for labels, value in reading.samples:
+                family.add_sample(reading.name, labels, value)
+            yield family
+
+
+class Metrics:
+    """One registry per app. Label values are bounded: a method from METHODS (or `other`), a route
+    template (never the path: ids stay out), a status code."""
+
+    def __init__(self, readings: Callable[[], list[Reading]]) -> None:
+        self.registry = CollectorRegistry()
+        labels = ("method", "route", "status")
+        self.requests = Counter("engram_http_requests", "HTTP requests answered by this process, by method, route "
+                                "template and status", labels, registry=self.registry)
+        self.latency = Histogram("engram_http_request_duration_seconds", "Time to answer an HTTP request in this "
+                                 "process, by method, route template and status", labels, buckets=LATENCY_BUCKETS,
+                                 registry=self.registry)
+        self.registry.register(_Readings(readings))
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        labels = (method, route, str(status))
+        self.requests.labels(*labels).inc()
+        self.latency.labels(*labels).observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
