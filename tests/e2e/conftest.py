@@ -14,9 +14,12 @@ from helpers import serving
 _no_browser: list[str] = []  # why Chromium did not start, for the summary
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium, headless; the tests that need it skip, with the reason, when it cannot start."""
+    """Debian's Chromium, headless; the tests that need it skip, with the reason, when it cannot start.
+
+    One a module, never the whole session: Playwright's sync API keeps an event loop running in the main
+    thread while it is open, and every later `asyncio.run` (the async client, MCP, Kafka) would fail."""
     with ExitStack() as stack:
         try:
             running = stack.enter_context(chromium())
