@@ -285,7 +285,7 @@ class ProjectorRunner:
             self._locks[p.name].acquire()
         try:
             applied = 0
-            positions = {p.name: p.view.position() for p in ordered}
+            positions = self.positions(ordered)
             start = min(positions.values())
             while upto is None or start < upto:
                 notes = self.recorder.select_notifications(start=start, limit=self.BATCH, inclusive_of_start=False)
@@ -305,6 +305,19 @@ class ProjectorRunner:
             for p in reversed(ordered):
                 self._locks[p.name].release()
 
+    def positions(self, projections: Sequence[ViewProjection]) -> dict[str, int]:
+        """Every projection's position, read in one statement (one round trip, no transaction): a write
+        asks this before it returns, and asking each view apart cost three round trips a view."""
+        if not projections:
+            return {}
+        query = " UNION ALL ".join(
+            f"SELECT {i} AS n, notification_id FROM {p.view.tracking_table_name} WHERE application_name = %s"
+            for i, p in enumerate(projections))
+        with projections[0].view.datastore.get_connection() as conn:
+            rows = conn.execute(query, [APPLICATION] * len(projections)).fetchall()
+        found = {int(r["n"]): int(r["notification_id"]) for r in rows}
+        return {p.name: found.get(i, 0) for i, p in enumerate(projections)}
+
     def settle_recordings(self, recordings: Sequence[Any]) -> None:
         if recordings:
             self.settle(max(r.notification.id for r in recordings))
@@ -312,7 +325,8 @@ class ProjectorRunner:
     def settle(self, notification_id: int | None) -> None:
         if notification_id is None:
             return
-        behind = [p for p in self.projections if p.view.position() < notification_id]
+        positions = self.positions(self.projections)
+        behind = [p for p in self.projections if positions[p.name] < notification_id]
         if behind:
             self.catch_up_many(behind, upto=notification_id)
 
