@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -124,6 +124,14 @@ class Answer:
     doc_len: int
 
 
+def readable(*times: datetime | None) -> None:
+    """Raise, as reading the rows back would, for a time PostgreSQL stores but Python cannot load (an event
+    from before the boundary refused such times): the event is then set aside, not left unreadable."""
+    for value in times:
+        if value is not None:
+            value.astimezone(UTC)
+
+
 def said_at(evidence: list[dict[str, Any]] | None) -> datetime | None:
     """When the memory was said: its first evidence's time, if it has one."""
     value = (evidence or [{}])[0].get("occurred_at")
@@ -197,6 +205,7 @@ class RecallProjection(ViewProjection):
         if status == CONFIRMED and fresh and key is not None and e.text is not None:
             # A new memory, remembered at once: its only revision answers for its whole valid time. Written
             # as such from the text in hand; nothing to read back, unseal or undo first.
+            readable(e.valid_from, e.valid_to, said)
             counts = self.index.term_counts(e.company, e.text, said.date() if said else None)
             answer = Answer(e.valid_from, e.valid_to, sum(counts.values()))
             self._insert_revision(curs, e.originator_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
