@@ -158,6 +158,16 @@ class EventRecorder(PostgresApplicationRecorder):
             self._insert_stored_events(curs, stored_events, **kwargs)
             return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
 
+    def originators_present(self, ids: Sequence[Any]) -> set[Any]:
+        """Which of these aggregate ids have any stored event (one statement)."""
+        if not ids:
+            return set()
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                SQL("SELECT DISTINCT originator_id FROM {}.{} WHERE originator_id = ANY(%s)").format(
+                    Identifier(self.datastore.schema), Identifier(self.events_table_name)), (list(ids),)).fetchall()
+        return {r["originator_id"] for r in rows}
+
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         """eventsourcing's lock timeout, table lock and NOTIFY, sent as one message (one round trip, not
         three; no parameters, so the simple protocol carries all three), then its INSERT."""
