@@ -188,7 +188,8 @@ def profiled(into: dict[str, Any] | None, name: str, top: int = 25) -> Iterator[
 
 
 class Counts:
-    """Counts what one command costs: statements sent, key fetches, seals, unseals, JSON codings."""
+    """Counts what one command costs: round trips to the database and the statements among them (a
+    pipelined executemany counts each row), key fetches, seals, unseals, JSON codings."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
@@ -217,8 +218,7 @@ def counting(engram: Engram) -> Counts:
     c = Counts()
     c.wrap(psycopg.Cursor, "execute", "statements")
     c.wrap(psycopg.Cursor, "executemany", "statements", lambda _self, _q, rows, *a, **k: len(list(rows)) or 1)
-    c.wrap(psycopg.Connection, "execute", "statements")
-    c.wrap(psycopg.Connection, "commit", "commits")
+    c.wrap(psycopg.Connection, "wait", "round_trips")  # each message to the server and its answer (BEGIN too)
     c.wrap(keystore.KeyStore, "get_many", "key_fetches")
     c.wrap(keystore.KeyStore, "create", "key_creates")
     c.wrap(crypto.MasterKey, "unwrap", "key_unwraps")

@@ -272,8 +272,7 @@ class RecallProjection(ViewProjection):
         """The memory's rows lose their content; the purge request opens and this view, the event
         store (its key went with the event) and, applied from Kafka, the topic report."""
         purge_id = purge_id_of(e)
-        curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = %s", (e.originator_id,))
-        terms = curs.rowcount
+        terms = self._delete_terms(curs, e.originator_id)
         curs.execute("DELETE FROM engram_recall_revisions WHERE memory_id = %s", (e.originator_id,))
         revisions = curs.rowcount
         curs.execute(
@@ -335,18 +334,29 @@ class RecallProjection(ViewProjection):
             ),
         )
 
+    TERM_COLUMNS = ("company", "person", "term", "memory_id", "revision", "tf", "doc_len", "visibility", "team",
+                    "source_blind", "answer_from", "answer_to")
+
     def _insert_terms(self, curs: Cursor[Any], company: str, person: str, visibility: str, team: str | None,
                       source_blind: str | None, memory_id: Any, revision: int, answer: Answer,
                       counts: dict[int, int]) -> None:
-        """An answering revision's terms, each with what a search filters on (one pipelined batch)."""
+        """An answering revision's terms, each with what a search filters on: held for the batch and
+        written at flush in one COPY (dropped again if a later event of the batch removes them)."""
         if counts:
-            curs.executemany(
-                "INSERT INTO engram_recall_terms (company, person, term, memory_id, revision, tf, doc_len, "
-                "visibility, team, source_blind, answer_from, answer_to) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [(company, person, term, memory_id, revision, tf, answer.doc_len, visibility, team, source_blind,
-                  answer.valid_from, answer.valid_to) for term, tf in counts.items()],
-            )
+            self._terms().setdefault(memory_id, []).extend(
+                (company, person, term, memory_id, revision, tf, answer.doc_len, visibility, team, source_blind,
+                 answer.valid_from, answer.valid_to) for term, tf in counts.items())
+
+    def _delete_terms(self, curs: Cursor[Any], memory_id: Any) -> int:
+        """Remove a memory's terms, written or still held; how many there were."""
+        curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = %s", (memory_id,))
+        return curs.rowcount + len(self._terms().pop(memory_id, ()))
+
+    def _terms(self) -> dict[Any, list[tuple[Any, ...]]]:
+        terms: dict[Any, list[tuple[Any, ...]]] | None = getattr(self._batch, "terms", None)
+        if terms is None:
+            terms = self._batch.terms = {}
+        return terms
 
     def _add_answers(self, company: str, person: str, n: int, total: int) -> None:
         """Note answering revisions (n, their total length) for the per-person figures written at flush."""
@@ -370,8 +380,16 @@ class RecallProjection(ViewProjection):
 
     def begin(self) -> None:
         self._batch.stats = {}
+        self._batch.terms = {}
 
     def flush(self, curs: Cursor[Any]) -> None:
+        terms = self._terms()
+        self._batch.terms = {}
+        if terms:
+            with curs.copy(f"COPY engram_recall_terms ({', '.join(self.TERM_COLUMNS)}) FROM STDIN") as copy:
+                for rows in terms.values():
+                    for row in rows:
+                        copy.write_row(row)
         pending = getattr(self._batch, "stats", None) or {}
         self._batch.stats = {}
         rows = [(c, p, n, t) for (c, p), (n, t) in sorted(pending.items()) if n or t]
@@ -399,7 +417,7 @@ class RecallProjection(ViewProjection):
         if answering:  # what they counted in the per-person figures goes; the new answers are added below
             self._add_answers(rows[0]["company"], rows[0]["person"], -len(answering),
                               -sum(r["doc_len"] for r in answering))
-            curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = %s", (memory_id,))
+            self._delete_terms(curs, memory_id)
             curs.execute(
                 "UPDATE engram_recall_revisions SET is_answer = false, answer_from = NULL, answer_to = NULL "
                 "WHERE memory_id = %s AND is_answer",
