@@ -205,6 +205,21 @@ class Counts:
         setattr(owner, attr, counted)
         self.undo.append(lambda: setattr(owner, attr, original))
 
+    def exchanges(self, gen: Any) -> Any:
+        """psycopg's generator for one exchange with the server, counted as a round trip when it waits on
+        the socket at all (a COMMIT of a connection with no open transaction sends nothing)."""
+        try:
+            item = next(gen)
+        except StopIteration as stop:
+            return stop.value
+        self.counts["round_trips"] += 1
+        while True:
+            sent = yield item
+            try:
+                item = gen.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
     def restore(self) -> None:
         for undo in reversed(self.undo):
             undo()
@@ -218,7 +233,13 @@ def counting(engram: Engram) -> Counts:
     c = Counts()
     c.wrap(psycopg.Cursor, "execute", "statements")
     c.wrap(psycopg.Cursor, "executemany", "statements", lambda _self, _q, rows, *a, **k: len(list(rows)) or 1)
-    c.wrap(psycopg.Connection, "wait", "round_trips")  # each message to the server and its answer (BEGIN too)
+    original_wait = psycopg.Connection.wait
+
+    def wait(conn: Any, gen: Any, *a: Any, **k: Any) -> Any:
+        return original_wait(conn, c.exchanges(gen), *a, **k)
+
+    psycopg.Connection.wait = wait  # type: ignore[method-assign]
+    c.undo.append(lambda: setattr(psycopg.Connection, "wait", original_wait))
     c.wrap(keystore.KeyStore, "get_many", "key_fetches")
     c.wrap(keystore.KeyStore, "create", "key_creates")
     c.wrap(crypto.MasterKey, "unwrap", "key_unwraps")
