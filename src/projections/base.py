@@ -292,12 +292,20 @@ class ProjectorRunner:
                 notes = self.recorder.select_notifications(start=start, limit=self.BATCH, inclusive_of_start=False)
                 if not notes:
                     break
-                with prefetched(self.keys, notes), ordered[0].view.datastore.transaction(commit=True) as curs:
+                mine = [p for p in ordered if notes[-1].id > positions[p.name]]
+                datastore = ordered[0].view.datastore
+                with prefetched(self.keys, notes):
                     items = [(self.decode(n), Tracking(APPLICATION, n.id)) for n in notes]
                     # every view and its tracking row move together: one transaction, one commit
-                    mine = [p for p in ordered if notes[-1].id > positions[p.name]]
-                    applied += self._apply_together(curs, mine, items)
-                    positions.update((p.name, notes[-1].id) for p in mine)
+                    try:
+                        with datastore.transaction(commit=True) as curs:
+                            applied += self._apply_together(curs, mine, items, guarded=False)
+                    except TRANSIENT:
+                        raise
+                    except Exception:  # noqa: BLE001 - all of it rolled back: again, where a bad event is set aside
+                        with datastore.transaction(commit=True) as curs:
+                            applied += self._apply_together(curs, mine, items, guarded=True)
+                positions.update((p.name, notes[-1].id) for p in mine)
                 start = notes[-1].id
             return applied
         finally:
@@ -306,11 +314,13 @@ class ProjectorRunner:
 
     @staticmethod
     def _apply_together(curs: Cursor[Any], projections: Sequence[ViewProjection],
-                        items: Sequence[tuple[Any, Tracking]]) -> int:
+                        items: Sequence[tuple[Any, Tracking]], *, guarded: bool) -> int:
         """`ViewProjection.apply_batch` for several projections at once, with the same effect in fewer
         round trips: their tracking rows locked in one message (in name order, as always) and moved in
-        another, and all their work in one savepoint. Only when some event fails there is each projection
-        applied again in its own savepoints, which finds the bad event and sets it aside."""
+        another. Not `guarded`, their work runs straight in the transaction and a failure ends it (the
+        caller rolls back and comes again, guarded); `guarded`, it runs in one savepoint, and only when
+        some event fails there is each projection applied again in its own savepoints, which finds the
+        bad event and sets it aside."""
         if not projections:
             return 0
         last = items[-1][1].notification_id
@@ -325,20 +335,27 @@ class ProjectorRunner:
             curs.nextset()
         fresh = {p.name: [(e, t) for e, t in items if e is not None and t.notification_id > locked[p.name]]
                  for p in projections}
+        def apply_all() -> None:
+            for p in projections:
+                p.begin()
+                for event, tracking in fresh[p.name]:
+                    if isinstance(event, Undecodable):
+                        raise event.error
+                    p.apply(curs, event, tracking)
+                p.flush(curs)
+
+        applied = sum(len(f) for f in fresh.values())
         try:
-            with curs.connection.transaction():
-                for p in projections:
-                    p.begin()
-                    for event, tracking in fresh[p.name]:
-                        if isinstance(event, Undecodable):
-                            raise event.error
-                        p.apply(curs, event, tracking)
-                    p.flush(curs)
-            applied = sum(len(f) for f in fresh.values())
-        except TRANSIENT:
-            raise
-        except Exception:  # noqa: BLE001 - some event is bad for some projection: one savepoint per event there
-            applied = sum(p._apply_after(curs, locked[p.name], items) for p in projections)
+            if not guarded:
+                apply_all()
+            else:
+                try:
+                    with curs.connection.transaction():
+                        apply_all()
+                except TRANSIENT:
+                    raise
+                except Exception:  # noqa: BLE001 - some event is bad for some projection: one savepoint per event
+                    applied = sum(p._apply_after(curs, locked[p.name], items) for p in projections)
         finally:
             for p in projections:
                 p.begin()
