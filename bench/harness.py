@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,3 +128,43 @@ def fresh_engram(*, hindsight: bool = False, lazy_commit: bool = False, minilm: 
             embedder.wait(timeout=10)
         pg.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def seed_corrected(engram: Engram, pairs: int, text: Callable[[int], str], extra: Callable[[int], str],
+                   people: int = 100) -> int:
+    """`pairs` memories, each `Remembered` then `Corrected` (text + " and " + extra), stored straight into
+    the event store in batches of 250, with no projector run; returns the number of events."""
+    from uuid import uuid4
+
+    from engram.domain.evidence import Evidence, Source
+    from engram.domain.memory import Memory
+    from engram.domain.scope import Scope
+
+    now = engram.ledger.clock.now()
+    src = Source("chat", "chat-1", "m-1")
+
+    def memories() -> Iterator[Memory]:
+        for i in range(pairs):
+            said = text(i)
+            m = Memory.remember(id=uuid4(), scope=Scope("acme", f"p{i % people}"), source=src.as_dict(), text=said,
+                                evidence=[Evidence(said, src, now).as_dict()], valid_from=None, valid_to=None,
+                                actor="bench", at=now)
+            m.correct(text=said + " and " + extra(i), valid_from=None, valid_to=None, reason=None, actor="bench",
+                      at=now)
+            yield m
+
+    save_in_batches(engram, memories())
+    return pairs * 2
+
+
+def save_in_batches(engram: Engram, memories: Iterable[Any], size: int = 250) -> None:
+    """Give each new memory its data key and store them `size` at a time, straight into the event store."""
+    batch: list[Any] = []
+    for m in memories:
+        engram.store.keys.create(m.id, "acme")
+        batch.append(m)
+        if len(batch) == size:
+            engram.store.save(*batch)
+            batch = []
+    if batch:
+        engram.store.save(*batch)

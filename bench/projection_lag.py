@@ -26,6 +26,8 @@ from uuid import uuid4
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from harness import save_in_batches  # noqa: E402
+
 from engram.adapters.database import EmbeddedPostgres  # noqa: E402
 from engram.adapters.kafka import ProjectorWorker, Relay  # noqa: E402
 from engram.api.bootstrap import Engram  # noqa: E402
@@ -76,18 +78,10 @@ def latency(engram: Engram, writes: int) -> list[float]:
 
 
 def seed(engram: Engram, events: int) -> None:
-    batch = []
     now = engram.ledger.clock.now()
-    for i in range(events):
-        m = Memory.remember(id=uuid4(), scope=Scope("acme", f"p{i % 20}"), source=SOURCE, text=f"seed {i} plover",
-                            evidence=[], valid_from=None, valid_to=None, actor="bench", at=now)
-        engram.store.keys.create(m.id, "acme")
-        batch.append(m)
-        if len(batch) == 250:
-            engram.store.save(*batch)
-            batch = []
-    if batch:
-        engram.store.save(*batch)
+    save_in_batches(engram, (Memory.remember(id=uuid4(), scope=Scope("acme", f"p{i % 20}"), source=SOURCE,
+                                             text=f"seed {i} plover", evidence=[], valid_from=None, valid_to=None,
+                                             actor="bench", at=now) for i in range(events)))
 
 
 def applied_everywhere(engram: Engram, head: int) -> bool:

@@ -16,13 +16,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from uuid import uuid4
+
+from harness import seed_corrected
 
 from engram.adapters.database import EmbeddedPostgres  # noqa: E402
 from engram.api.bootstrap import Engram  # noqa: E402
-from engram.domain.evidence import Evidence, Source  # noqa: E402
-from engram.domain.memory import Memory  # noqa: E402
-from engram.domain.scope import Scope  # noqa: E402
 from engram.service.settings import Settings  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(2000)]
@@ -40,24 +38,8 @@ def main() -> None:
     r = random.Random(5)
     try:
         t = time.perf_counter()
-        memories = args.events // 2
-        batch: list[Memory] = []
-        now = engram.ledger.clock.now()
-        src = Source("chat", "chat-1", "m-1")
-        for i in range(memories):
-            text = "I prefer " + " ".join(r.choice(WORDS) for _ in range(8))
-            m = Memory.remember(id=uuid4(), scope=Scope("acme", f"p{i % 100}"), source=src.as_dict(), text=text,
-                                evidence=[Evidence(text, src, now).as_dict()], valid_from=None, valid_to=None,
-                                actor="bench", at=now)
-            m.correct(text=text + " and " + r.choice(WORDS), valid_from=None, valid_to=None, reason=None,
-                      actor="bench", at=now)
-            engram.store.keys.create(m.id, "acme")
-            batch.append(m)
-            if len(batch) == 250:
-                engram.store.save(*batch)
-                batch = []
-        if batch:
-            engram.store.save(*batch)
+        seed_corrected(engram, args.events // 2, lambda _: "I prefer " + " ".join(r.choice(WORDS) for _ in range(8)),
+                       lambda _: r.choice(WORDS))
         head = engram.store.recorder.max_notification_id()
         print(f"seeded {head} events in {time.perf_counter() - t:.1f}s", file=sys.stderr)
         t = time.perf_counter()

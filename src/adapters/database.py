@@ -16,9 +16,15 @@ from typing import Any
 
 import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore, PostgresFactory
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresFactory,
+)
 from eventsourcing.utils import retry
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.sql import SQL, Identifier
 
 from .availability import UNAVAILABLE_ERRORS, Availability
 
@@ -151,6 +157,23 @@ class EventRecorder(PostgresApplicationRecorder):
                 return None
             self._insert_stored_events(curs, stored_events, **kwargs)
             return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+
+    def originators_present(self, ids: Sequence[Any]) -> set[Any]:
+        """Which of these aggregate ids have any stored event (one statement)."""
+        if not ids:
+            return set()
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                SQL("SELECT DISTINCT originator_id FROM {}.{} WHERE originator_id = ANY(%s)").format(
+                    Identifier(self.datastore.schema), Identifier(self.events_table_name)), (list(ids),)).fetchall()
+        return {r["originator_id"] for r in rows}
+
+    def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        """eventsourcing's lock timeout, table lock and NOTIFY, sent as one message (one round trip, not
+        three; no parameters, so the simple protocol carries all three), then its INSERT."""
+        curs.execute(SQL("; ").join([*self.lock_table_statements,
+                                     SQL("NOTIFY {0}").format(Identifier(self.channel_name))]))
+        PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events, **kwargs)
 
 
 class GuardedDatastore(PostgresDatastore):

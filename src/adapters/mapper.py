@@ -8,7 +8,7 @@ When the key is gone the event still decodes, with those fields set to None.
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, cast
 
 from cryptography.exceptions import InvalidTag
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
@@ -26,11 +26,26 @@ def _aad(originator_id: Any, version: int) -> bytes:
     return f"{originator_id}:{version}".encode()
 
 
+class _AsIs:
+    """A transcoder that leaves the state a dict: eventsourcing's mapping around it, without JSON."""
+
+    @staticmethod
+    def encode(state: Any) -> Any:
+        return state
+
+    @staticmethod
+    def decode(state: Any) -> Any:
+        return state
+
+
 class SealingMapper(Mapper):
     def __init__(self, transcoder: Transcoder, keys: KeyStore) -> None:
         super().__init__(transcoder=transcoder)
         self.keys = keys
         self.json = transcoder
+        # eventsourcing's own mapping (topic, ids, class versions) on the state as a dict, so an event with
+        # sealed fields is encoded once and decoded once, not encoded, decoded and encoded again
+        self._as_is: Mapper[Any] = Mapper(transcoder=cast(Transcoder, _AsIs()))
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         personal = getattr(type(domain_event), "personal_fields", ())
@@ -38,8 +53,8 @@ class SealingMapper(Mapper):
             return super().to_stored_event(domain_event)
         if all(getattr(domain_event, name) is None for name in personal):
             return super().to_stored_event(domain_event)  # nothing personal to seal
-        stored = super().to_stored_event(domain_event)
-        state = self.json.decode(stored.state)
+        stored = self._as_is.to_stored_event(domain_event)
+        state: dict[str, Any] = dict(cast(dict[str, Any], stored.state))
         secret = {name: state.pop(name) for name in personal}
         key = self.keys.get(stored.originator_id)
         if key is None:
@@ -73,12 +88,12 @@ class SealingMapper(Mapper):
             except InvalidTag:
                 pass  # a tampered or foreign ciphertext reads like a shredded one
         state.update(secret)
-        return super().to_domain_event(
+        return self._as_is.to_domain_event(
             StoredEvent(
                 originator_id=stored_event.originator_id,
                 originator_version=stored_event.originator_version,
                 topic=stored_event.topic,
-                state=self.json.encode(state),
+                state=cast(bytes, state),
             )
         )
 

@@ -17,6 +17,7 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from psycopg import Cursor
+from psycopg.sql import SQL, Identifier, Literal
 from psycopg_pool import PoolTimeout
 
 from engram.adapters.availability import UNAVAILABLE_ERRORS
@@ -285,25 +286,98 @@ class ProjectorRunner:
             self._locks[p.name].acquire()
         try:
             applied = 0
-            positions = {p.name: p.view.position() for p in ordered}
+            positions = self.positions(ordered)
             start = min(positions.values())
             while upto is None or start < upto:
                 notes = self.recorder.select_notifications(start=start, limit=self.BATCH, inclusive_of_start=False)
                 if not notes:
                     break
-                with prefetched(self.keys, notes), ordered[0].view.datastore.transaction(commit=True) as curs:
+                mine = [p for p in ordered if notes[-1].id > positions[p.name]]
+                datastore = ordered[0].view.datastore
+                with prefetched(self.keys, notes):
                     items = [(self.decode(n), Tracking(APPLICATION, n.id)) for n in notes]
                     # every view and its tracking row move together: one transaction, one commit
-                    for p in ordered:
-                        mine = [item for item in items if item[1].notification_id > positions[p.name]]
-                        if mine:
-                            applied += p.apply_batch(curs, mine)
-                            positions[p.name] = notes[-1].id
+                    try:
+                        with datastore.transaction(commit=True) as curs:
+                            applied += self._apply_together(curs, mine, items, guarded=False)
+                    except TRANSIENT:
+                        raise
+                    except Exception:  # noqa: BLE001 - all of it rolled back: again, where a bad event is set aside
+                        with datastore.transaction(commit=True) as curs:
+                            applied += self._apply_together(curs, mine, items, guarded=True)
+                positions.update((p.name, notes[-1].id) for p in mine)
                 start = notes[-1].id
             return applied
         finally:
             for p in reversed(ordered):
                 self._locks[p.name].release()
+
+    @staticmethod
+    def _apply_together(curs: Cursor[Any], projections: Sequence[ViewProjection],
+                        items: Sequence[tuple[Any, Tracking]], *, guarded: bool) -> int:
+        """`ViewProjection.apply_batch` for several projections at once, with the same effect in fewer
+        round trips: their tracking rows locked in one message (in name order, as always) and moved in
+        another. Not `guarded`, their work runs straight in the transaction and a failure ends it (the
+        caller rolls back and comes again, guarded); `guarded`, it runs in one savepoint, and only when
+        some event fails there is each projection applied again in its own savepoints, which finds the
+        bad event and sets it aside."""
+        if not projections:
+            return 0
+        last = items[-1][1].notification_id
+        curs.execute(SQL("; ").join(
+            SQL("SELECT notification_id FROM {} WHERE application_name = {} FOR UPDATE").format(
+                Identifier(p.view.tracking_table_name), Literal(APPLICATION)) for p in projections))
+        locked: dict[str, int] = {}
+        for p in projections:
+            row = curs.fetchone()
+            assert row is not None, "tracking row missing; create_table() was not run"
+            locked[p.name] = int(row["notification_id"])
+            curs.nextset()
+        fresh = {p.name: [(e, t) for e, t in items if e is not None and t.notification_id > locked[p.name]]
+                 for p in projections}
+        def apply_all() -> None:
+            for p in projections:
+                p.begin()
+                for event, tracking in fresh[p.name]:
+                    if isinstance(event, Undecodable):
+                        raise event.error
+                    p.apply(curs, event, tracking)
+                p.flush(curs)
+
+        applied = sum(len(f) for f in fresh.values())
+        try:
+            if not guarded:
+                apply_all()
+            else:
+                try:
+                    with curs.connection.transaction():
+                        apply_all()
+                except TRANSIENT:
+                    raise
+                except Exception:  # noqa: BLE001 - some event is bad for some projection: one savepoint per event
+                    applied = sum(p._apply_after(curs, locked[p.name], items) for p in projections)
+        finally:
+            for p in projections:
+                p.begin()
+        behind = [p for p in projections if last > locked[p.name]]
+        if behind:
+            curs.execute(SQL("; ").join(
+                SQL("UPDATE {} SET notification_id = {} WHERE application_name = {}").format(
+                    Identifier(p.view.tracking_table_name), Literal(last), Literal(APPLICATION)) for p in behind))
+        return applied
+
+    def positions(self, projections: Sequence[ViewProjection]) -> dict[str, int]:
+        """Every projection's position, read in one statement (one round trip, no transaction): a write
+        asks this before it returns, and asking each view apart cost three round trips a view."""
+        if not projections:
+            return {}
+        query = " UNION ALL ".join(
+            f"SELECT {i} AS n, notification_id FROM {p.view.tracking_table_name} WHERE application_name = %s"
+            for i, p in enumerate(projections))
+        with projections[0].view.datastore.get_connection() as conn:
+            rows = conn.execute(query, [APPLICATION] * len(projections)).fetchall()
+        found = {int(r["n"]): int(r["notification_id"]) for r in rows}
+        return {p.name: found.get(i, 0) for i, p in enumerate(projections)}
 
     def settle_recordings(self, recordings: Sequence[Any]) -> None:
         if recordings:
@@ -312,7 +386,8 @@ class ProjectorRunner:
     def settle(self, notification_id: int | None) -> None:
         if notification_id is None:
             return
-        behind = [p for p in self.projections if p.view.position() < notification_id]
+        positions = self.positions(self.projections)
+        behind = [p for p in self.projections if positions[p.name] < notification_id]
         if behind:
             self.catch_up_many(behind, upto=notification_id)
 

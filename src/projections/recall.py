@@ -6,7 +6,8 @@ memory's key, terms are keyed hashes. Reports its purges to the purge tracker.
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -114,6 +115,23 @@ CREATE INDEX IF NOT EXISTS engram_recall_terms_memory ON engram_recall_terms (me
 """
 
 
+@dataclass(frozen=True)
+class Answer:
+    """The stretch of valid time one revision answers for, and its length in terms."""
+
+    valid_from: datetime | None
+    valid_to: datetime | None
+    doc_len: int
+
+
+def readable(*times: datetime | None) -> None:
+    """Raise, as reading the rows back would, for a time PostgreSQL stores but Python cannot load (an event
+    from before the boundary refused such times): the event is then set aside, not left unreadable."""
+    for value in times:
+        if value is not None:
+            value.astimezone(UTC)
+
+
 def said_at(evidence: list[dict[str, Any]] | None) -> datetime | None:
     """When the memory was said: its first evidence's time, if it has one."""
     value = (evidence or [{}])[0].get("occurred_at")
@@ -169,6 +187,7 @@ class RecallProjection(ViewProjection):
         source = e.source if key else None
         sealed_source = seal_for_view(key, e.originator_id, "source", source) if key and source else None
         blind = self.index.source(e.company, source["id"]) if source and source.get("id") else None
+        said = said_at(e.evidence) if key else None
         curs.execute(
             "INSERT INTO engram_memories (memory_id, company, person, visibility, team, sealed_source, "
             "source_blind, status, review, revision, sealed_text, sealed_evidence, valid_from, valid_to, "
@@ -177,15 +196,28 @@ class RecallProjection(ViewProjection):
             (
                 e.originator_id, e.company, e.person, e.visibility, e.team, sealed_source, blind, status,
                 review, sealed_text, sealed_evidence, e.valid_from, e.valid_to, e.valid_from is None,
-                e.timestamp, e.timestamp, said_at(e.evidence) if key else None, asks(e.text) if key else False,
+                e.timestamp, e.timestamp, said, asks(e.text) if key else False,
                 seal_for_view(key, e.originator_id, "tags", tags) if key and tags else None,
                 self.index.tags(e.company, tags) if key else [],
             ),
         )
+        fresh = curs.rowcount == 1  # else a re-delivery: the rows may have moved on since
+        if status == CONFIRMED and fresh and key is not None and e.text is not None:
+            # A new memory, remembered at once: its only revision answers for its whole valid time. Written
+            # as such from the text in hand; nothing to read back, unseal or undo first.
+            readable(e.valid_from, e.valid_to, said)
+            counts = self.index.term_counts(e.company, e.text, said.date() if said else None)
+            answer = Answer(e.valid_from, e.valid_to, sum(counts.values()))
+            self._insert_revision(curs, e.originator_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
+                                  e.timestamp, e.text, key, e.evidence, answer)
+            self._insert_terms(curs, e.company, e.person, e.visibility, e.team, blind, e.originator_id, 1, answer,
+                               counts)
+            self._add_answers(e.company, e.person, 1, answer.doc_len)
+            return
         self._insert_revision(curs, e.originator_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
                               e.timestamp, e.text, key, e.evidence)
         if status == CONFIRMED:
-            self._refresh_answers(curs, e.originator_id, key)
+            self._refresh_answers(curs, e.originator_id, key, {1: e.text} if fresh else None)
 
     def on_Remembered(self, curs: Cursor[Any], e: Memory.Remembered, t: Tracking) -> None:
         self._created(curs, e, CONFIRMED, "normal")
@@ -204,7 +236,7 @@ class RecallProjection(ViewProjection):
                 (sealed, e.originator_id),
             )
         self._set_status(curs, e, CONFIRMED)
-        self._refresh_answers(curs, e.originator_id, key)
+        self._refresh_answers(curs, e.originator_id, key, {1: e.text} if e.edited and e.text is not None else None)
 
     def on_Rejected(self, curs: Cursor[Any], e: Memory.Rejected, t: Tracking) -> None:
         """Rejected and expired candidates are purged like forgotten memories, with their own purge id."""
@@ -219,20 +251,18 @@ class RecallProjection(ViewProjection):
         curs.execute(
             "UPDATE engram_memories SET revision = %s, sealed_text = %s, valid_from = %s, valid_to = %s, "
             "sealed_evidence = coalesce(%s, sealed_evidence), asks = %s, "
-            "time_uncertain = (%s::timestamptz IS NULL AND time_uncertain), updated_at = %s WHERE memory_id = %s",
+            "time_uncertain = (%s::timestamptz IS NULL AND time_uncertain), updated_at = %s WHERE memory_id = %s "
+            "RETURNING time_uncertain",
             (
                 e.revision,
                 seal_for_view(key, e.originator_id, "text", e.text) if key else None,
                 e.valid_from, e.valid_to, evidence, asks(e.text), e.valid_from, e.timestamp, e.originator_id,
             ),
         )
-        curs.execute(
-            "SELECT time_uncertain FROM engram_memories WHERE memory_id = %s", (e.originator_id,)
-        )
         row = curs.fetchone()
         self._insert_revision(curs, e.originator_id, e.revision, e.valid_from, e.valid_to, e.mode,
                               bool(row and row["time_uncertain"]), e.timestamp, e.text, key, e.evidence)
-        self._refresh_answers(curs, e.originator_id, key)
+        self._refresh_answers(curs, e.originator_id, key, {e.revision: e.text})
 
     def on_Forgotten(self, curs: Cursor[Any], e: Memory.Forgotten, t: Tracking) -> None:
         self._count_answers(curs, e.originator_id, sign=-1)
@@ -242,8 +272,7 @@ class RecallProjection(ViewProjection):
         """The memory's rows lose their content; the purge request opens and this view, the event
         store (its key went with the event) and, applied from Kafka, the topic report."""
         purge_id = purge_id_of(e)
-        curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = %s", (e.originator_id,))
-        terms = curs.rowcount
+        terms = self._delete_terms(curs, e.originator_id)
         curs.execute("DELETE FROM engram_recall_revisions WHERE memory_id = %s", (e.originator_id,))
         revisions = curs.rowcount
         curs.execute(
@@ -289,19 +318,53 @@ class RecallProjection(ViewProjection):
         )
 
     def _insert_revision(self, curs, memory_id, revision, valid_from, valid_to, mode, uncertain, at, text, key,  # noqa: ANN001
-                         evidence) -> None:  # noqa: ANN001
+                         evidence, answer: Answer | None = None) -> None:  # noqa: ANN001
         curs.execute(
             "INSERT INTO engram_recall_revisions (memory_id, revision, company, person, visibility, team, "
-            "source_blind, valid_from, valid_to, mode, time_uncertain, at, sealed_text, sealed_evidence, doc_len) "
-            "SELECT memory_id, %s, company, person, visibility, team, source_blind, %s, %s, %s, %s, %s, %s, %s, %s "
-            "FROM engram_memories WHERE memory_id = %s ON CONFLICT DO NOTHING",
+            "source_blind, valid_from, valid_to, mode, time_uncertain, at, sealed_text, sealed_evidence, doc_len, "
+            "is_answer, answer_from, answer_to) "
+            "SELECT memory_id, %s, company, person, visibility, team, source_blind, %s, %s, %s, %s, %s, %s, %s, %s, "
+            "%s, %s, %s FROM engram_memories WHERE memory_id = %s ON CONFLICT DO NOTHING",
             (
                 revision, valid_from, valid_to, mode, uncertain, at,
                 seal_for_view(key, memory_id, "text", text) if key and text is not None else None,
                 seal_for_view(key, memory_id, "evidence", evidence) if key and evidence else None,
-                0, memory_id,
+                answer.doc_len if answer else 0, answer is not None,
+                answer.valid_from if answer else None, answer.valid_to if answer else None, memory_id,
             ),
         )
+
+    TERM_COLUMNS = ("company", "person", "term", "memory_id", "revision", "tf", "doc_len", "visibility", "team",
+                    "source_blind", "answer_from", "answer_to")
+
+    def _insert_terms(self, curs: Cursor[Any], company: str, person: str, visibility: str, team: str | None,
+                      source_blind: str | None, memory_id: Any, revision: int, answer: Answer,
+                      counts: dict[int, int]) -> None:
+        """An answering revision's terms, each with what a search filters on: held for the batch and
+        written at flush in one COPY (dropped again if a later event of the batch removes them)."""
+        if counts:
+            self._terms().setdefault(memory_id, []).extend(
+                (company, person, term, memory_id, revision, tf, answer.doc_len, visibility, team, source_blind,
+                 answer.valid_from, answer.valid_to) for term, tf in counts.items())
+
+    def _delete_terms(self, curs: Cursor[Any], memory_id: Any) -> int:
+        """Remove a memory's terms, written or still held; how many there were."""
+        curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = %s", (memory_id,))
+        return curs.rowcount + len(self._terms().pop(memory_id, ()))
+
+    def _terms(self) -> dict[Any, list[tuple[Any, ...]]]:
+        terms: dict[Any, list[tuple[Any, ...]]] | None = getattr(self._batch, "terms", None)
+        if terms is None:
+            terms = self._batch.terms = {}
+        return terms
+
+    def _add_answers(self, company: str, person: str, n: int, total: int) -> None:
+        """Note answering revisions (n, their total length) for the per-person figures written at flush."""
+        pending = getattr(self._batch, "stats", None)
+        if pending is None:
+            pending = self._batch.stats = {}
+        had_n, had_total = pending.get((company, person), (0, 0))
+        pending[(company, person)] = (had_n + n, had_total + total)
 
     def _count_answers(self, curs: Cursor[Any], memory_id: Any, sign: int) -> None:
         """Note a memory's answering revisions for its person's BM25 corpus figures. Several
@@ -312,17 +375,21 @@ class RecallProjection(ViewProjection):
             "FROM engram_recall_revisions WHERE memory_id = %s AND is_answer GROUP BY company, person",
             (memory_id,),
         )
-        pending = getattr(self._batch, "stats", None)
-        if pending is None:
-            pending = self._batch.stats = {}
         for row in curs.fetchall():
-            n, total = pending.get((row["company"], row["person"]), (0, 0))
-            pending[(row["company"], row["person"])] = (n + sign * row["n"], total + sign * row["total"])
+            self._add_answers(row["company"], row["person"], sign * row["n"], sign * row["total"])
 
     def begin(self) -> None:
         self._batch.stats = {}
+        self._batch.terms = {}
 
     def flush(self, curs: Cursor[Any]) -> None:
+        terms = self._terms()
+        self._batch.terms = {}
+        if terms:
+            with curs.copy(f"COPY engram_recall_terms ({', '.join(self.TERM_COLUMNS)}) FROM STDIN") as copy:
+                for rows in terms.values():
+                    for row in rows:
+                        copy.write_row(row)
         pending = getattr(self._batch, "stats", None) or {}
         self._batch.stats = {}
         rows = [(c, p, n, t) for (c, p), (n, t) in sorted(pending.items()) if n or t]
@@ -334,44 +401,48 @@ class RecallProjection(ViewProjection):
                 rows,
             )
 
-    def _refresh_answers(self, curs: Cursor[Any], memory_id: Any, key: bytes | None) -> None:
-        """Recompute which revisions answer for which valid time, and their terms."""
-        self._count_answers(curs, memory_id, sign=-1)
+    def _refresh_answers(self, curs: Cursor[Any], memory_id: Any, key: bytes | None,
+                         plain: dict[int, str | None] | None = None) -> None:
+        """Recompute which revisions answer for which valid time, and their terms. `plain` holds texts
+        the event being applied carries (by revision): those are not unsealed again."""
         curs.execute(
             "SELECT m.status, m.occurred_at, r.revision, r.valid_from, r.valid_to, r.mode, r.sealed_text, r.company, "
-            "r.person, r.visibility, r.team, r.source_blind "
+            "r.person, r.visibility, r.team, r.source_blind, r.is_answer, r.doc_len "
             "FROM engram_recall_revisions r JOIN engram_memories m USING (memory_id) "
             "WHERE r.memory_id = %s ORDER BY r.revision",
             (memory_id,),
         )
         rows = curs.fetchall()
-        curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = %s", (memory_id,))
-        curs.execute(
-            "UPDATE engram_recall_revisions SET is_answer = false, answer_from = NULL, answer_to = NULL "
-            "WHERE memory_id = %s",
-            (memory_id,),
-        )
+        answering = [r for r in rows if r["is_answer"]]
+        if answering:  # what they counted in the per-person figures goes; the new answers are added below
+            self._add_answers(rows[0]["company"], rows[0]["person"], -len(answering),
+                              -sum(r["doc_len"] for r in answering))
+            self._delete_terms(curs, memory_id)
+            curs.execute(
+                "UPDATE engram_recall_revisions SET is_answer = false, answer_from = NULL, answer_to = NULL "
+                "WHERE memory_id = %s AND is_answer",
+                (memory_id,),
+            )
         if not rows or rows[0]["status"] != CONFIRMED or key is None:
             return
         by_rev = {r["revision"]: r for r in rows}
-        for period in answer_periods([dict(r) for r in rows]):
+        total = 0
+        periods = answer_periods([dict(r) for r in rows])
+        for period in periods:
             row = by_rev[period["revision"]]
-            text = unseal_from_view(key, memory_id, "text", row["sealed_text"])
+            if plain is not None and row["revision"] in plain:
+                text = plain[row["revision"]]
+            else:
+                text = unseal_from_view(key, memory_id, "text", row["sealed_text"])
             said = row["occurred_at"]
             counts = self.index.term_counts(row["company"], text, said.date() if said else None) if text else {}
-            doc_len = sum(counts.values())
+            answer = Answer(period["valid_from"], period["valid_to"], sum(counts.values()))
+            total += answer.doc_len
             curs.execute(
                 "UPDATE engram_recall_revisions SET is_answer = true, answer_from = %s, answer_to = %s, "
                 "doc_len = %s WHERE memory_id = %s AND revision = %s",
-                (period["valid_from"], period["valid_to"], doc_len, memory_id, period["revision"]),
+                (answer.valid_from, answer.valid_to, answer.doc_len, memory_id, period["revision"]),
             )
-            if counts:
-                curs.executemany(
-                    "INSERT INTO engram_recall_terms (company, person, term, memory_id, revision, tf, doc_len, "
-                    "visibility, team, source_blind, answer_from, answer_to) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [(row["company"], row["person"], term, memory_id, period["revision"], tf, doc_len,
-                      row["visibility"], row["team"], row["source_blind"], period["valid_from"], period["valid_to"])
-                     for term, tf in counts.items()],
-                )
-        self._count_answers(curs, memory_id, sign=+1)
+            self._insert_terms(curs, row["company"], row["person"], row["visibility"], row["team"],
+                               row["source_blind"], memory_id, period["revision"], answer, counts)
+        self._add_answers(rows[0]["company"], rows[0]["person"], len(periods), total)

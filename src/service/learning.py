@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -95,28 +94,30 @@ class LearningService:
             validate_id(m["receipt_id"], "receipt_id")
             if m["visibility"] == "restricted":
                 access.require_restricted_scope(m["team"], Source.of(m["source"]).id)  # its candidates' scope
-        known: dict[UUID, Receipt] = {}
-        new: list[Receipt] = []
-        for m in messages:
-            rid = receipt_uuid(caller.company, caller.person, m["receipt_id"])
-            if rid in known:
-                continue  # the same receipt twice in one batch
-            existing = self._get(rid)
-            receipt = existing if existing is not None else self._receipt(caller, access, m)
-            known[rid] = receipt
-            if existing is None:
-                new.append(receipt)
-        for receipt in new:  # every receipt has a key: its source is sealed even without its text (ADR 0019)
-            self.keys.create(receipt.id, caller.company)
+        rids = [receipt_uuid(caller.company, caller.person, m["receipt_id"]) for m in messages]
+        known: dict[UUID, Receipt] = self.ledger.get_many(list(dict.fromkeys(rids)), Receipt)
+        new: dict[UUID, dict[str, Any]] = {}
+        for rid, m in zip(rids, messages, strict=True):
+            if rid not in known:  # (the same receipt twice in one batch is made once)
+                known[rid] = self._receipt(caller, access, m)
+                new[rid] = m
+        for rid in new:  # every receipt has a key: its source is sealed even without its text (ADR 0019)
+            self.keys.create(rid, caller.company)
         if new:
             try:
-                self.ledger.save(*new)
+                self.ledger.save(*(known[rid] for rid in new))  # as saved: each new one is what was stored
             except Conflict:  # some arrived at the same time through another request: keep each once
-                for receipt in new:
-                    with contextlib.suppress(Conflict):
-                        self.ledger.save(receipt)
-        return {"items": [self.receipt_view(self._get(rid) or known[rid]) for rid in (
-            receipt_uuid(caller.company, caller.person, m["receipt_id"]) for m in messages)]}
+                for rid, m in new.items():  # the failed save took their events with it: made again, one by one
+                    stored = self._get(rid)
+                    if stored is None:
+                        known[rid] = self._receipt(caller, access, m)
+                        try:
+                            self.ledger.save(known[rid])
+                            continue
+                        except Conflict:
+                            stored = self._get(rid)
+                    known[rid] = stored or known[rid]  # the other request's
+        return {"items": [self.receipt_view(known[rid]) for rid in rids]}
 
     def _receipt(self, caller: Caller, access: Access, m: dict[str, Any]) -> Receipt:
         """A new receipt, its text kept only when it will be mined (else the reason it is ignored)."""

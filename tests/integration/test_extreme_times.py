@@ -112,7 +112,8 @@ def test_an_event_no_projector_can_apply_is_quarantined_and_the_rest_flows(engra
     with engram.store.datastore.get_connection() as conn:
         rows = conn.execute("SELECT * FROM engram_quarantine WHERE projection = 'recall'").fetchall()
     assert [str(r["originator_id"]) for r in rows] == [bad_id]
-    assert "projector can read" not in str(rows) and rows[0]["error"].startswith("DataError")
+    # the kind of error only: the time cannot be loaded (read back from the view, or checked before writing)
+    assert "projector can read" not in str(rows) and rows[0]["error"].startswith(("DataError", "OverflowError"))
     # status, a restart's catch-up and a rebuild all get past it
     assert all(r["lag"] == 0 for r in engram.operations.status())
     from engram.api.bootstrap import Engram

@@ -363,3 +363,34 @@ def test_a_whole_conversation_in_one_call(make) -> None:
     too_many = [receipt(f"e-{i}", "hi") for i in range(101)]
     is_problem(client.post("/v1/receipts", json={"messages": too_many}, headers=auth()), 422, "validation_error")
     is_problem(client.post("/v1/receipts", json={"messages": []}, headers=auth()), 422, "validation_error")
+
+
+def test_a_batch_that_loses_a_race_for_one_receipt_still_stores_every_other(engram) -> None:
+    """Another request stores one receipt of the batch between the batch's look-up and its save: the batch's
+    save is refused whole, and each receipt is then stored once, by one request or the other."""
+    from engram.domain.scope import Caller
+
+    who = Caller("acme", "alice", "bot", bot="b-1")
+    engram.governance.put_directory(Caller("acme", "root", "admin"), {"bots": {"b-1": {}}})
+    learning = engram.learning
+
+    def message(rid: str) -> dict[str, Any]:
+        return {"receipt_id": rid, "author": "user", "kind": "message", "text": f"note {rid} about the heron",
+                "occurred_at": None, "source": {"kind": "chat", "id": "chat-42", "message_id": rid},
+                "visibility": "general", "team": None}
+
+    looked_up = engram.ledger.get_many
+
+    def raced(ids: Any, kind: Any) -> Any:
+        found = looked_up(ids, kind)
+        engram.ledger.get_many = looked_up
+        learning.receive_many(who, [message("r-2")])  # the other request, just after the look-up
+        return found
+
+    engram.ledger.get_many = raced
+    try:
+        answer = learning.receive_many(who, [message(r) for r in ("r-1", "r-2", "r-3")])
+    finally:
+        engram.ledger.get_many = looked_up
+    assert [i["receipt_id"] for i in answer["items"]] == ["r-1", "r-2", "r-3"]
+    assert [learning.status(who, r)["state"] for r in ("r-1", "r-2", "r-3")] == ["queued"] * 3

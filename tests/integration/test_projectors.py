@@ -103,3 +103,72 @@ def test_stopping_the_runner_wakes_its_wait(engram) -> None:
     time.sleep(0.5)
     engram.runner.stop()  # joins for at most 5 s: still alive then means it slept through the stop
     assert not engram.runner._thread.is_alive()
+
+
+def _recall_rows(engram: Any) -> dict[str, list[tuple]]:
+    """The recall view's answer bookkeeping, without the sealed columns (their nonces differ per write)."""
+    queries = {
+        "revisions": "SELECT memory_id, revision, is_answer, answer_from, answer_to, doc_len "
+                     "FROM engram_recall_revisions ORDER BY 1, 2",
+        "terms": "SELECT company, person, term, memory_id, revision, tf, doc_len, visibility, team, source_blind, "
+                 "answer_from, answer_to FROM engram_recall_terms ORDER BY 1, 2, 3, 4, 5",
+        "stats": "SELECT company, person, answers, total_len FROM engram_recall_stats WHERE answers <> 0 "
+                 "OR total_len <> 0 ORDER BY 1, 2",
+        "answers": "SELECT company, person, count(*) AS answers, sum(doc_len) AS total_len "
+                   "FROM engram_recall_revisions WHERE is_answer GROUP BY 1, 2 ORDER BY 1, 2",
+    }
+    out = {}
+    with engram.store.datastore.transaction() as curs:
+        for name, sql in queries.items():
+            curs.execute(sql)
+            out[name] = [tuple(r.values()) for r in curs.fetchall()]
+    return out
+
+
+def test_the_recall_view_written_as_events_arrive_is_the_one_recomputed_and_rebuilt(engram) -> None:
+    """A new memory's answer is written straight from the event (no read-back); the general recomputation
+    from the stored revisions, and a rebuild from the events, must arrive at the same rows."""
+    from datetime import UTC, datetime
+    from uuid import UUID
+
+    from engram.domain.memory import Memory
+
+    bob = Caller("acme", "bob", "user")
+    memories = engram.memories
+    plain = memories.remember(ALICE, text="the build server is called osprey", source=SOURCE, occurred_at=None,
+                              visibility="general", team=None, valid_from=None, valid_to=None)
+    dated = memories.remember(ALICE, text="my desk is on floor three", source={**SOURCE, "message_id": "m-2"},
+                              occurred_at=datetime(2026, 3, 4, tzinfo=UTC), visibility="general", team=None,
+                              valid_from=datetime(2026, 1, 1, tzinfo=UTC), valid_to=None)
+    memories.correct(ALICE, dated["id"], text="my desk is on floor five", valid_from=datetime(2026, 6, 1, tzinfo=UTC),
+                     valid_to=None, reason=None)
+    memories.correct(ALICE, plain["id"], text="the build server is called kestrel", valid_from=None, valid_to=None,
+                     reason=None)
+    candidate = memories.propose(bob, text="bob likes green tea", quote="I like green tea", source=SOURCE,
+                                 occurred_at=None)
+    memories.confirm(bob, candidate["id"], text="bob likes green tea with honey", acknowledge_sensitive=False)
+    gone = memories.remember(bob, text="bob parks in row seven", source={**SOURCE, "message_id": "m-3"},
+                             occurred_at=None, visibility="general", team=None, valid_from=None, valid_to=None)
+    memories.forget(bob, gone["id"])
+
+    written = _recall_rows(engram)
+    assert written["stats"] == written["answers"]  # the per-person figures add up
+    assert len(written["answers"]) == 2 and written["terms"]
+    answering = sorted((str(r[0]), r[1]) for r in written["revisions"] if r[2])
+    # the dated memory's first span and its correction; the replaced text's correction; the confirmed candidate
+    assert answering == sorted([(dated["id"], 1), (dated["id"], 2), (plain["id"], 2), (candidate["id"], 1)])
+
+    recall = engram.projections["recall"]
+    ids = [plain["id"], dated["id"], candidate["id"]]
+    with engram.store.datastore.transaction(commit=True) as curs:  # recompute every answer from stored rows
+        recall.begin()
+        for memory_id in ids:
+            recall._refresh_answers(curs, memory_id, engram.store.keys.get(memory_id))
+        recall.flush(curs)
+    assert _recall_rows(engram) == written
+
+    engram.operations.rebuild("recall")
+    assert _recall_rows(engram) == written
+    assert engram.ledger.get(UUID(gone["id"]), Memory).is_forgotten
+    assert [i["text"] for i in engram.recall.recall(ALICE, query="kestrel", as_of=None, max_bytes=17500,
+                                                    limit=5)["items"]] == ["the build server is called kestrel"]
