@@ -133,4 +133,10 @@ def configure(log_format: str, level: str, *, stream: Any = None) -> None:
         for old in list(own.handlers):
             own.removeHandler(old)
         own.propagate = True
+        own.setLevel(logging.NOTSET)  # and levels: ENGRAM_LOG_LEVEL decides
+    # a library's `logging.config.dictConfig` (disable_existing_loggers defaults to true) may have
+    # silenced loggers that existed then: ours and the server's are heard again
+    for name, existing in list(logging.root.manager.loggerDict.items()):
+        if isinstance(existing, logging.Logger) and (name.split(".")[0] == "engram" or name in _OWN_HANDLERS):
+            existing.disabled = False
     logging.captureWarnings(True)
