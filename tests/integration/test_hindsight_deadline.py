@@ -177,9 +177,11 @@ def test_many_recalls_at_once_against_a_hung_hindsight_leak_no_threads_or_connec
                 w.join()
         assert len(failures) == 48 and set(failures) == {"deadline passed"}
         assert max(took) < DEADLINE + MARGIN
-        # each cancelled request closes its connection; a loaded machine may take a few seconds to get there
-        assert proxy.wait_closed(timeout=15) == 0
-        settled = time.monotonic() + 15  # the proxy's own threads end with those connections
+        # each cancelled request closes its connection. The bound is no speed target: in a full suite run
+        # on two shared cores the I/O loop has been seen to need more than 15 s to get to every close,
+        # while a leaked connection never closes at all
+        assert proxy.wait_closed(timeout=60) == 0
+        settled = time.monotonic() + 60  # the proxy's own threads end with those connections
         while threading.active_count() > threads_before and time.monotonic() < settled:
             time.sleep(0.05)
         assert threading.active_count() <= threads_before  # no thread per call, none left waiting
