@@ -123,6 +123,8 @@ class Operations:
         Access(caller).require_admin("see the status")
         lag = max((r["lag"] for r in self.status()), default=0)
         today = self.ledger.clock.now().date()
+        days = self.learning.budget.days(caller.company, today - timedelta(days=BUDGET_DAYS - 1), today)
+        used_today = {k: days[-1][k] for k in ("tokens", "calls", "failed_calls")}  # the last day is today
         s = self.settings
         return {
             "company": caller.company,
@@ -138,9 +140,8 @@ class Operations:
                          "hindsight_sync": self.syncer.backlog(caller.company) if self.syncer else None,
                          "purge": self._purge_backlog(caller.company),
                          "insights": self.insights.backlog(caller.company) if self.insights else None},
-            "budget_today": {**self.learning.budget.today(caller.company, today),
-                             "token_limit": s.daily_tokens, "call_limit": s.daily_calls},
-            "budget_days": self.learning.budget.days(caller.company, today - timedelta(days=BUDGET_DAYS - 1), today),
+            "budget_today": {**used_today, "token_limit": s.daily_tokens, "call_limit": s.daily_calls},
+            "budget_days": days,
         }
 
     def hindsight_backlogs(self) -> dict[str, dict[str, int]] | None:
