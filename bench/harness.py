@@ -32,7 +32,7 @@ from engram.service.settings import Settings  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:
-    return statistics.quantiles(values, n=100)[int(p) - 1] if len(values) > 1 else values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1] if len(values) > 1 else values[0]
 
 
 def free_port() -> int:
