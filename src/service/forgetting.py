@@ -174,8 +174,9 @@ class ForgettingService:
     def _account(self, company: str, person: str, *, requested_by: str, by_admin: bool) -> dict[str, Any]:
         head = self.accounts.open("fa-" + uuid4().hex, company, person, requested_by, by_admin, self.clock.now())
         self._advance(head["forget_id"], self.request_pace)
-        _, _, copies = self.accounts.report(head["forget_id"])
-        return {"forget_id": head["forget_id"], "status": self.purge.status_of(copies)}
+        # the answer API.md gives: use stopped now. Even when this request's own pass finished the purge,
+        # `GET /v1/forgets/{id}` is where a purge is reported complete, with each copy's evidence
+        return {"forget_id": head["forget_id"], "status": "stopped_using"}
 
     def continue_account_forgets(self, limit: int = 10) -> int:
         """The sweeper's task: advance unfinished account forgets no one else is advancing."""

@@ -180,11 +180,12 @@ def test_forgetting_my_account_forgets_memories_candidates_receipts_and_settings
     r = client.post("/v1/me/forget", headers=ALICE)
     assert r.status_code == 202, r.text
     forget_id = r.json()["forget_id"]
-    assert forget_id.startswith("fa-") and r.json()["status"] == "purge_complete"  # small: done in the request
+    assert forget_id.startswith("fa-") and r.json()["status"] == "stopped_using"  # the answer API.md gives
 
-    doc = status(client, forget_id)
+
+    doc = status(client, forget_id)  # small: the request's own pass purged it all
     assert doc["kind"] == "account" and doc["person"] == "alice" and "memory_id" not in doc
-    assert doc["memories"] == 5 and doc["receipts_cleared"] == 2 and doc["finished_at"]
+    assert doc["status"] == "purge_complete" and doc["memories"] == 5 and doc["receipts_cleared"] == 2 and doc["finished_at"]
     assert purged_everywhere(doc)
     assert all(c["evidence"].startswith("5 of 5 memories purged; latest: ") for c in doc["copies"]
                if c["copy"] != "backups")
@@ -268,7 +269,7 @@ def test_an_account_forget_waits_for_a_learning_worker_still_holding_a_receipt(e
 def test_an_account_with_nothing_is_purge_complete_at_once(client) -> None:
     carol = auth(user="carol")
     r = client.post("/v1/me/forget", headers=carol)
-    assert r.status_code == 202 and r.json()["status"] == "purge_complete"
+    assert r.status_code == 202 and r.json()["status"] == "stopped_using"  # the status below says complete
     doc = status(client, r.json()["forget_id"], carol)
     assert doc["memories"] == 0 and doc["status"] == "purge_complete"
     assert {c["copy"] for c in doc["copies"]} == COPIES
@@ -286,7 +287,7 @@ def test_an_admin_forgets_a_person_of_their_company(client) -> None:
     is_problem(client.post("/v1/admin/people/alice/forget", headers=ALICE), 403, "forbidden")
     is_problem(client.post("/v1/admin/people/alice/forget", headers=BOT), 403, "forbidden")
     r = client.post("/v1/admin/people/alice/forget", headers=admin)
-    assert r.status_code == 202 and r.json()["status"] == "purge_complete"
+    assert r.status_code == 202 and r.json()["status"] == "stopped_using"
     forget_id = r.json()["forget_id"]
     doc = status(client, forget_id, admin)
     assert doc["person"] == "alice" and doc["memories"] == 2 and purged_everywhere(doc)
