@@ -301,9 +301,9 @@ def test_the_status_page_works_without_javascript(web_serve: str, browser: Any) 
 
 def test_the_status_page_follows_the_purge_by_itself(postgres: Any, tmp_path: Path, browser: Any) -> None:
     """A backup taken before the forget keeps its `backups` copy pending until retention deletes it (here
-    after 8 seconds): the page shows "stopped using" and the pending copy first, then, without a reload,
+    after 20 seconds): the page shows "stopped using" and the pending copy first, then, without a reload,
     "purge complete"."""
-    environment = serve_environment(postgres, tmp_path, ENGRAM_BACKUP_RETENTION_DAYS=str(8 / 86400),
+    environment = serve_environment(postgres, tmp_path, ENGRAM_BACKUP_RETENTION_DAYS=str(20 / 86400),
                                     ENGRAM_SWEEP_INTERVAL="1")
     with running_serve(environment, tmp_path) as url:
         gina = Person(url)
