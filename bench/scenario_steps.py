@@ -34,9 +34,10 @@ class Service:
     """A running Engram: its URL, how tokens are made for it, and what it may be asked to do."""
 
     def __init__(self, url: str, make_token: Callable[..., str], *, model: Any = None,
-                 backup: Callable[[], None] | None = None, restore: Callable[[], None] | None = None) -> None:
+                 backup: Callable[[], None] | None = None, restore: Callable[[], None] | None = None,
+                 ready: Callable[[], None] = lambda: None) -> None:
         self.url, self.make_token, self.model = url, make_token, model
-        self.backup, self.restore = backup, restore
+        self.backup, self.restore, self.ready = backup, restore, ready
         self.http = httpx.Client(base_url=url, timeout=60)
 
     def close(self) -> None:

@@ -97,7 +97,8 @@ def token_command(command: str) -> Callable[..., str]:
 
 @contextmanager
 def own_services(tmp: Path, daily_calls: int) -> Iterator[dict[str, Service]]:
-    """The shipped service and the fake-model one, on the embedded default, started side by side."""
+    """The shipped service and the fake-model one, on the embedded default. The second starts in the
+    background while the first serves its scenarios; `Service.ready` waits for it."""
     from fake_llm import FakeLLM  # the suite's fake model (harness puts tests/ on the path)
 
     secret = "scenarios-" + uuid.uuid4().hex * 2
@@ -108,17 +109,19 @@ def own_services(tmp: Path, daily_calls: int) -> Iterator[dict[str, Service]]:
                              ENGRAM_LLM_MODEL="fake", ENGRAM_DAILY_CALLS=str(daily_calls))
     errors: list[BaseException] = []
 
-    def start(serve: EmbeddedServe) -> None:
+    def start_modelled() -> None:
         try:
-            serve.start()
-        except BaseException as exc:  # noqa: BLE001 - reported below, in the main thread
+            modelled.start()
+        except BaseException as exc:  # noqa: BLE001 - raised by `ready`, in the main thread
             errors.append(exc)
 
-    starting = [threading.Thread(target=start, args=(s,)) for s in (plain, modelled)]
-    for t in starting:
-        t.start()
-    for t in starting:
-        t.join()
+    starting = threading.Thread(target=start_modelled)
+
+    def ready() -> None:
+        starting.join()
+        if errors:
+            raise errors[0]
+
     backups = tmp / "backups"
     taken: list[Path] = []
 
@@ -139,13 +142,16 @@ def own_services(tmp: Path, daily_calls: int) -> Iterator[dict[str, Service]]:
 
     services: dict[str, Service] = {}
     try:
-        if errors:
-            raise errors[0]
+        plain.start()
+        starting.start()  # after the first: two clusters initialised at once each take twice as long
         make_token = signer(secret)
         services = {"shipped": Service(plain.url, make_token),
-                    "model": Service(modelled.url, make_token, model=model, backup=backup, restore=restore)}
+                    "model": Service(modelled.url, make_token, model=model, backup=backup, restore=restore,
+                                     ready=ready)}
         yield services
     finally:
+        if starting.ident is not None:
+            starting.join()
         for service in services.values():
             service.close()
         plain.stop()
@@ -231,6 +237,13 @@ def run_restores(outcomes: list[Outcome], service: Service, run: int) -> dict[st
     return {"run": run, "backup_seconds": backup_seconds, "restore_seconds": restore_seconds}
 
 
+def ready(service: Service) -> float:
+    """Wait until the service has started; how long that took."""
+    started = time.perf_counter()
+    service.ready()
+    return time.perf_counter() - started
+
+
 def openapi_endpoints(service: Service) -> set[str]:
     spec = service.http.get("/openapi.json").json()
     return {f"{method.upper()} {path}" for path, ops in spec.get("paths", {}).items() for method in ops
@@ -288,6 +301,7 @@ def main() -> int:
                     "model_service": f"fake OpenAI-compatible model, ENGRAM_DAILY_CALLS={args.daily_calls}"}
         startup = time.perf_counter() - started
         cycles: list[dict[str, Any]] = []
+        waited = 0.0  # for the fake-model service to finish starting, when its scenarios were due
         for o in outcomes:
             area = o.scenario["area"]
             if area in MODEL_AREAS and services["model"] is None:
@@ -299,10 +313,12 @@ def main() -> int:
                 elif o.scenario["area"] != "restore":
                     service = services["model" if o.scenario["area"] in MODEL_AREAS else "shipped"]
                     assert service is not None
+                    waited += ready(service)
                     run_plain(o, service, run)
             restores = [o for o in outcomes if o.scenario["area"] == "restore" and not o.not_exercised]
             if restores:
                 assert services["model"] is not None
+                waited += ready(services["model"])
                 cycles.append(run_restores(restores, services["model"], run))
             print(f"run {run}: " + json.dumps(summarize(outcomes, time.perf_counter() - started)["total"]), flush=True)
         shipped = services["shipped"]
@@ -314,7 +330,8 @@ def main() -> int:
         "mode": mode, "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                   "load_average_before": [round(x, 2) for x in load_before],
                                   "load_average_after": [round(x, 2) for x in os.getloadavg()]},
-        "startup_seconds": round(startup, 1), "restore_cycles": cycles,
+        "startup_seconds": round(startup, 1), "model_service_wait_seconds": round(waited, 1),
+        "restore_cycles": cycles,
         "summary": summarize(outcomes, time.perf_counter() - started),
         "scenarios": [o.as_json() for o in outcomes],
         "endpoints_exercised": sorted({e for o in outcomes for e in o.endpoints}),
