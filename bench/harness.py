@@ -168,3 +168,47 @@ def save_in_batches(engram: Engram, memories: Iterable[Any], size: int = 250) ->
             batch = []
     if batch:
         engram.store.save(*batch)
+
+
+class EmbeddedServe:
+    """`engram serve` on the embedded default (its own PostgreSQL in `data_dir`), as an operator runs it,
+    with `env` added to a clean environment; `engram` commands (backup, restore) run beside it on the
+    same data. It keeps its port across a stop and a start."""
+
+    def __init__(self, data_dir: Path, secret: str, **env: str) -> None:
+        self.data_dir, self.secret = data_dir, secret
+        self.env = {**{k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")},
+                    "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_TOKEN_SECRET": secret, **env}
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 120) -> str:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = self.data_dir.parent / f"{self.data_dir.name}-serve.log"
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen([str(Path(sys.executable).parent / "engram"), "serve", "--port", str(self.port)],
+                                         env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"engram serve exited; see {log}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return self.url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"engram serve was not ready within {timeout:.0f} s; see {log}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+        self.proc = None
+
+    def command(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`engram ARGS` on this service's data and configuration."""
+        return subprocess.run([str(Path(sys.executable).parent / "engram"), *args], env=self.env,
+                              capture_output=True, text=True, timeout=300)

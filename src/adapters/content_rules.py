@@ -29,12 +29,13 @@ _PLUGINS = [
 ]
 
 _SECRET_WORDS = [
-    # "my password is X", "the wifi passcode: X", "api key = X", "PIN is 1234"
+    # "my password is X", "the wifi passcode: X", "api key = X", "PIN is 1234", and what it is for in up to
+    # four words: "the password for the billing portal is X"
     re.compile(
         r"\b(?:password|passwd|passcode|passphrase|pass\s*word|pin(?:\s*code)?|api[\s_-]*key|secret[\s_-]*key|"
         r"access[\s_-]*key|access[\s_-]*token|auth[\s_-]*token|bearer[\s_-]*token|token|private[\s_-]*key|"
         r"security\s+code|cvv|one[\s-]*time\s+code|otp)\b"
-        r"(?:\s+(?:for|to|of|on)\s+[\w.@-]+(?:\s+[\w.@-]+)?)?\s*(?:is|was|=|:|are)\s*[\"'`]?"
+        r"(?:\s+(?:for|to|of|on)\s+[\w.@-]+(?:\s+[\w.@-]+){0,3})?\s*(?:is|was|=|:|are)\s*[\"'`]?"
         r"(?!(?:still|not|now|valid|invalid|expired|expiring|missing|wrong|incorrect|required|optional|refreshed|rotated|"
         r"stored|saved|set|sent|generated|created|updated|reset|changed|correct|case|fine|ok|okay|the|a|an|in|on|at|"
         r"for|too|very|being|used|needed|empty|blank|null|none|good|bad|weak|strong|long|short|only|also|never|always|"

@@ -57,7 +57,7 @@ HISTORY = {"events": [
     {"type": "Corrected", "at": "2026-11-20T08:00:00Z", "actor": "alice", "revision": 2,
      "text": CORRECT_IN["text"], "reason": CORRECT_IN["reason"], "mode": "supersede",
      "valid_from": "2026-12-01T00:00:00Z", "valid_to": None,
-     "evidence": [{"quote": CORRECT_IN["text"], "source": {"kind": "api", "id": "alice", "message_id": None},
+     "evidence": [{"quote": CORRECT_IN["text"], "source": {"kind": "correction", "id": "alice", "message_id": None},
                    "occurred_at": "2026-11-20T08:00:00Z"}]},
 ]}
 RECALL = {"items": [{"id": MEMORY_ID, "kind": "memory", "text": TEXT, "revision": 1, "valid_from": AT,

@@ -105,7 +105,7 @@ class CorrectIn(BaseModel):
     valid_from: Instant | None = None
     valid_to: Instant | None = None
     reason: Text | None = None
-    source: SourceIn | None = None  # where the correction was said; by default the caller and their entry
+    source: SourceIn | None = None  # where the correction was said; by default kind "correction", id the actor
     acknowledge_sensitive: StrictBool = False
 
 

@@ -220,9 +220,9 @@ class MemoryService:
                 valid_to: datetime | None, reason: str | None, acknowledge_sensitive: bool = False,
                 source: dict[str, Any] | None = None) -> dict[str, Any]:
         """A new revision whose evidence is the correction itself: its own source when given, else
-        the caller and the way they came (`entry`, person or bot)."""
+        `{"kind": "correction", "id": <the actor, person or bot>}` as API.md names it."""
         access = self._holder(caller)
-        origin = Source.of(source) if source else Source(caller.entry, caller.bot or caller.person)
+        origin = Source.of(source) if source else Source("correction", caller.bot or caller.person)
         if origin.id in access.revoked_sources:
             raise SourceRevoked("this source was revoked; nothing from it is remembered")
         self._text(text)

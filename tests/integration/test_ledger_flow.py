@@ -271,10 +271,12 @@ def test_a_correction_is_its_own_evidence_and_the_export_titles_the_current_answ
     history = client.get(f"/v1/memories/{m['id']}/history", headers=alice).json()["events"]
     assert [e["evidence"][0]["quote"] for e in history] == ["I live in Berlin", "I live in Munich"]
 
-    # without a source, the correction names the caller and how they came
+    # without a source, the correction is its own source, named after the actor (API.md), whatever the entry
     r = client.post(f"/v1/memories/{m['id']}/correct", json={"text": "I live in Hamburg"},
                     headers=auth(entry="web"))
-    assert r.json()["evidence"][0]["source"] == {"kind": "web", "id": "alice", "message_id": None}
+    assert r.json()["evidence"][0]["source"] == {"kind": "correction", "id": "alice", "message_id": None}
+    item = client.post("/v1/recall", json={"query": "Hamburg"}, headers=alice).json()["items"][0]
+    assert item["evidence"][0]["source"] == {"kind": "correction", "id": "alice", "message_id": None}
 
     # a correction that only takes over next year: recall and the export's title answer with today's
     future = (datetime.now(UTC) + timedelta(days=365)).isoformat()

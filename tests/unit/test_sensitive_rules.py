@@ -123,6 +123,8 @@ def test_a_chinese_id_number_must_pass_its_checksum_and_birth_date(text: str) ->
 @pytest.mark.parametrize("text", [
     "my password is hunter2-orchid",
     "password: swordfish",
+    "My password for the billing portal is plum-Harbor-7731",  # what it is for, in three words
+    "the pin code for my old work phone is 0931",
     "my PIN is 6624",
     "我的密码是orchid9981",
     "验证码是 482913",
@@ -136,6 +138,7 @@ def test_secrets_are_still_secrets(text: str) -> None:
     "The access token is refreshed automatically by the SDK.",
     "The auth token is cached for five minutes.",
     "The token is still valid for another hour.",
+    "The password for the staff travel portal is changed every quarter.",
     "验证码为什么一直收不到？",
     "密码是多少？",
 ])
