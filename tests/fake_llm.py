@@ -117,6 +117,8 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 if self.path.endswith("/chat/completions"):
                     status, answer = fake.chat(body)
+                elif self.path.endswith("/embeddings") and not body.get("input"):
+                    status, answer = 400, {"error": "no input"}  # not a crash printed to the test's output
                 elif self.path.endswith("/embeddings"):
                     inputs = body.get("input")
                     inputs = [inputs] if isinstance(inputs, str) else inputs

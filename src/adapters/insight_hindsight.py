@@ -20,6 +20,7 @@ from engram.domain.insight import Group, Proposal
 from engram.domain.text import is_acceptable_text
 
 from .hindsight import HindsightClient, HindsightUnavailable, Unit, bank_for, memory_id_of
+from .outage import Outage
 
 log = logging.getLogger("engram.insights")
 
@@ -69,6 +70,8 @@ class HindsightObservationProposer:
         self.deadline = deadline
         self.most_units = most_units
         self.max_text_bytes = max_text_bytes
+        # one line when Hindsight stops answering and one when it answers again, not one per group and try
+        self._outage = Outage(log, "hindsight observations")
 
     def propose(self, group: Group) -> list[Proposal]:
         if len({f.memory_id for f in group.facts}) < 2:
@@ -76,8 +79,9 @@ class HindsightObservationProposer:
         try:
             found = self._observed(group)
         except HindsightUnavailable as e:  # our own message: a status or an exception class, never text
-            log.warning("hindsight observations not read (%s); the group is tried again later", e)
+            self._outage.failed(e, str(e))  # the group is tried again on a later round
             return []
+        self._outage.ok()
         return [Proposal(text, memory_ids, self.name) for text, memory_ids in found]
 
     def _observed(self, group: Group) -> list[tuple[str, tuple[str, ...]]]:

@@ -29,11 +29,12 @@ class Outage:
     def down(self) -> bool:
         return self.since is not None
 
-    def failed(self, exc: BaseException) -> float:
-        """Note a failed try; the pause to wait before the next one."""
+    def failed(self, exc: BaseException, detail: str | None = None) -> float:
+        """Note a failed try; the pause to wait before the next one. `detail`, said instead of the
+        exception's type, must be content-free (a status, an exception class)."""
         if self.since is None:
             self.since = time.monotonic()
-            self.log.warning("%s unavailable (%s); retrying with backoff", self.what, type(exc).__name__)
+            self.log.warning("%s unavailable (%s); retrying with backoff", self.what, detail or type(exc).__name__)
         pause, self._pause = self._pause, min(self._pause * 2, self.longest)
         return pause
 

