@@ -37,7 +37,13 @@ ANSWER_LIMIT = 4 << 20  # bytes of one recall answer; more is a misbehaving serv
 
 
 class HindsightUnavailable(Exception):
-    """Down, slow or answering errors; the caller falls back or retries."""
+    """Down, slow or answering errors; the caller falls back or retries. `outage`: no answer came at
+    all (no connection, a timeout, a broken connection), as when Hindsight is stopped or hung, rather
+    than an answer about this one request."""
+
+    def __init__(self, reason: str = "", *, outage: bool = False) -> None:
+        super().__init__(reason)
+        self.outage = outage
 
 
 class HindsightRefused(HindsightUnavailable):
@@ -88,7 +94,8 @@ class HindsightClient:
     """Every request carries a service token naming the one bank it touches (see `hindsight_guard`)."""
 
     def __init__(self, base_url: str, *, signing_key: Ed25519PrivateKey | None = None, timeout: float = 30.0) -> None:
-        self.http = httpx.Client(base_url=base_url.rstrip("/") + "/v1/default/banks", timeout=timeout)
+        self.root = base_url.rstrip("/")
+        self.http = httpx.Client(base_url=self.root + "/v1/default/banks", timeout=timeout)
         self.timeout = timeout
         self.signing_key = signing_key
         self._banks: set[str] = set()
@@ -111,12 +118,19 @@ class HindsightClient:
         try:
             r = self.http.request(method, f"/{bank}{path}", headers=self._auth(bank), **kwargs)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
-            raise HindsightRefused(type(e).__name__) from None  # nothing was sent
+            raise HindsightRefused(type(e).__name__, outage=True) from None  # nothing was sent
         except httpx.HTTPError as e:
-            raise HindsightUnavailable(type(e).__name__) from None
+            raise HindsightUnavailable(type(e).__name__, outage=isinstance(e, httpx.TransportError)) from None
         if r.status_code >= 500:
             raise HindsightUnavailable(f"hindsight answered {r.status_code}")
         return r
+
+    def healthy(self, timeout: float = 2.0) -> bool:
+        """Hindsight answers its `GET /health` (no bank, no token) within `timeout` seconds."""
+        try:
+            return self.http.get(self.root + "/health", timeout=timeout).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def ensure_bank(self, bank: str) -> None:
         if bank in self._banks:
@@ -171,7 +185,7 @@ class HindsightClient:
         while len(out) < most:
             left = deadline - (time.monotonic() - started)
             if left <= 0:
-                raise HindsightUnavailable("deadline passed")
+                raise HindsightUnavailable("deadline passed", outage=True)
             limit = min(page, most - len(out))
             r = self._call("GET", bank, "/memories/list", params={"limit": limit, "offset": len(out)}, timeout=left)
             if r.status_code == 404:
@@ -211,7 +225,7 @@ class HindsightClient:
         try:
             answers = run_within(ask_all, deadline)
         except DeadlinePassed:
-            raise HindsightUnavailable("deadline passed") from None
+            raise HindsightUnavailable("deadline passed", outage=True) from None
         except BaseExceptionGroup as group:  # the first bank that failed says why; the others were cancelled
             failure = next((e for e in _leaves(group) if isinstance(e, HindsightUnavailable)), None)
             raise failure or HindsightUnavailable("recall failed") from None
@@ -228,9 +242,9 @@ class HindsightClient:
                         raise HindsightUnavailable("answer too large")
                 return r.status_code, bytes(content)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as e:
-            raise HindsightRefused(type(e).__name__) from None
+            raise HindsightRefused(type(e).__name__, outage=True) from None
         except httpx.HTTPError as e:
-            raise HindsightUnavailable(type(e).__name__) from None
+            raise HindsightUnavailable(type(e).__name__, outage=isinstance(e, httpx.TransportError)) from None
 
     def _async_http(self) -> httpx.AsyncClient:
         """This client's connection pool on the I/O loop (made there, used only there)."""

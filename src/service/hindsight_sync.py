@@ -45,6 +45,8 @@ PURGE_PROBES = 3  # recalls with a deleted document's own fact texts, to check n
 MIN_LEASE = timedelta(minutes=5)  # and at least ten of the client's request timeouts
 RETAIN_DOUBT = timedelta(minutes=10)  # how long a retain Hindsight did not answer may still land
 AUDIT_BATCH = 100  # deleted documents the periodic audit re-reads per run
+OUTAGE_PROBE_SECONDS = 5.0  # while wishes wait out an outage's backoff, how often Hindsight's health is asked
+UNREACHABLE = "unreachable: "  # last_error of a wish that failed because no answer came at all
 
 NOT_VERIFIED = ("Hindsight's own PostgreSQL may still hold the text in dead rows, planner statistics and WAL "
                 "until its autovacuum, analyze and checkpoints have run; Engram has no access to that database "
@@ -74,6 +76,8 @@ class HindsightSyncer:
         self.database = database
         self.datastore = ledger.store.datastore
         self.owner = uuid4().hex  # one per syncer: two in one process are still two owners
+        self.outage_probe_seconds = OUTAGE_PROBE_SECONDS
+        self._next_probe = 0.0
 
     # -- leases -----------------------------------------------------------------
 
@@ -143,6 +147,7 @@ class HindsightSyncer:
         done = 0
         deleted: list[_Deleted] = []
         since = time.monotonic()
+        self._wake_after_outage()
         try:
             for _ in range(limit):
                 row = self._claim()
@@ -157,6 +162,27 @@ class HindsightSyncer:
         finally:
             done += self._report(deleted)
         return done
+
+    def _wake_after_outage(self) -> None:
+        """Wishes that failed only because Hindsight gave no answer at all back off like any other (up
+        to 30 minutes), but once Hindsight answers its health check again they are all due at once: a
+        purge waiting on its Hindsight copy should not wait out a backoff earned while Hindsight was
+        down. Asked at most every OUTAGE_PROBE_SECONDS, and only while such wishes wait."""
+        if time.monotonic() < self._next_probe:
+            return
+        self._next_probe = time.monotonic() + self.outage_probe_seconds
+        waiting = ("FROM engram_hindsight_sync WHERE state = 'pending' AND next_attempt_at > %s "
+                   "AND starts_with(last_error, %s)")
+        with self.datastore.get_connection() as conn:
+            if conn.execute("SELECT 1 " + waiting + " LIMIT 1", (self._now(), UNREACHABLE)).fetchone() is None:
+                return
+        if not self.client.healthy():
+            return
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute("UPDATE engram_hindsight_sync SET next_attempt_at = NULL WHERE memory_id IN "
+                         "(SELECT memory_id " + waiting + ")", (self._now(), UNREACHABLE))
+            woken = curs.rowcount
+        log.info("hindsight answers again: %d waiting sync wishes are due now", woken)
 
     def _work(self, row: dict[str, Any], deleted: list[_Deleted]) -> int:
         try:
@@ -317,7 +343,8 @@ class HindsightSyncer:
                 curs.execute(
                     "UPDATE engram_hindsight_sync SET attempts = attempts + 1, next_attempt_at = %s, "
                     "last_error = %s WHERE memory_id = %s AND generation = %s AND state = 'pending'",
-                    (self._now() + backoff, str(error)[:120], row["memory_id"], row["generation"]),
+                    (self._now() + backoff, (UNREACHABLE if getattr(error, "outage", False) else "") + str(error)[:120],
+                     row["memory_id"], row["generation"]),
                 )
             self._release(curs, row["memory_id"])
 

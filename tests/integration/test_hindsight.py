@@ -149,6 +149,25 @@ def test_hindsight_down_then_back_converges(system, hindsight) -> None:
     assert [h.document_id for h in live.recall(bank(), "deploy freeze", deadline=30)] == [memory_id]
 
 
+def test_wishes_parked_by_an_outage_are_due_as_soon_as_hindsight_answers_again(system, hindsight) -> None:
+    """A wish that failed because Hindsight gave no answer backs off, but does not wait that backoff out
+    once Hindsight's health check answers again (a purge waits on its Hindsight copy)."""
+    memory_id = remember(system, "The quarterly review moves to Friday")
+    live = system.syncer.client
+    system.syncer.outage_probe_seconds = 0  # ask Hindsight's health at every pass
+    system.syncer.client = HindsightClient("http://127.0.0.1:9", timeout=1)  # nothing listens there
+    assert system.syncer.sync() == 0
+    with system.store.datastore.get_connection() as conn:
+        row = conn.execute("SELECT attempts, next_attempt_at, last_error FROM engram_hindsight_sync "
+                           "WHERE memory_id = %s", (memory_id,)).fetchone()
+    assert row["attempts"] == 1 and row["next_attempt_at"] > system.ledger.clock.now()
+    assert row["last_error"] == "unreachable: ConnectError"
+    assert system.syncer.sync() == 0 and system.syncer.backlog() == {"pending": 1}  # still down: still waiting
+    system.syncer.client = live  # back: due at once, not at next_attempt_at
+    assert system.syncer.sync() == 1 and system.syncer.backlog() == {"done": 1}
+    assert live.exists(bank(), memory_id)
+
+
 def test_recall_uses_hindsight_hints_and_degrades_within_the_deadline(system, hindsight) -> None:
     import time
 
