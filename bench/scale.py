@@ -1,6 +1,6 @@
 """Recall latency, the API's resident memory and the views' size at 1,000 / 10,000 / 100,000 memories.
 
-    .venv/bin/python bench/scale.py [--sizes 1000,10000,100000] [--clients 4] [--queries 300]
+    .venv/bin/python bench/scale.py [--sizes 1000,10000,100000] [--clients 1,4] [--queries 300]
         [--per-person 100] [--out FILE]
 
 Each size gets a fresh embedded PostgreSQL (`synchronous_commit` off on that throwaway server) and its
@@ -19,10 +19,11 @@ write (blind terms, sealed texts, per-person figures). Remember over HTTP stores
 request at a time. Then `VACUUM ANALYZE`, which autovacuum would do after such a load.
 
 A separate `engram serve` (in-process projectors and background work, the embedded default's process)
-on that database answers `POST /v1/recall` as the bot for a person, from `--clients` concurrent
-keep-alive clients: English and Chinese queries that hit (two words of one of the person's memories)
-and that miss (words no memory holds), people drawn in proportion to their memories (a person with
-more memories recalls more), and the busiest person of the largest company alone. Resident memory
+on that database answers `POST /v1/recall` as the bot for a person, from one keep-alive client and
+then from several concurrent ones (`--clients`): English and Chinese queries that hit (two words of
+one of the person's memories) and that miss (words no memory holds), people drawn in proportion to
+their memories (a person with more memories recalls more), and the busiest person of the largest
+company alone. Resident memory
 (VmRSS and its peak VmHWM, from /proc) of the serve process after it started, and after the load.
 Table sizes (with indexes and TOAST) of the views, the event store and the keys. Prints one JSON document.
 """
@@ -321,29 +322,37 @@ def measure(bench: Any, pop: Population, args: argparse.Namespace, size: int) ->
         time.sleep(2)  # its start-up work (catch-up, sweepers' first turn) settles
         out["rss_started_mib"] = memory_of(pid)
         warm = [b for qs in kinds.values() for b in bodies(qs[:15])]
-        asyncio.run(drive(url, args.clients, warm, (200,)))
-        every: list[float] = []
-        for kind, qs in kinds.items():
-            latencies, took, _ = asyncio.run(drive(url, args.clients, bodies(qs), (200,)))
-            if kind != "busiest_person":
-                every += latencies
-            out[kind] = {"n": len(latencies), "per_s": round(len(latencies) / took, 1),
-                         **{f"p{p}_ms": round(pct(latencies, p), 2) for p in (50, 95, 99)},
-                         "max_ms": round(max(latencies), 2), **sample_items(url, tokens, qs)}
-            print(f"# {size}: {kind} {out[kind]}", file=sys.stderr)
-        out["all"] = {"n": len(every), **{f"p{p}_ms": round(pct(every, p), 2) for p in (50, 95, 99)}}
+        asyncio.run(drive(url, max(args.clients), warm, (200,)))
+        out["items"] = {kind: sample_items(url, tokens, qs) for kind, qs in kinds.items()}
+        for clients in args.clients:
+            every: list[float] = []
+            run: dict[str, Any] = {}
+            for kind, qs in kinds.items():
+                latencies, took, _ = asyncio.run(drive(url, clients, bodies(qs), (200,)))
+                if kind != "busiest_person":
+                    every += latencies
+                run[kind] = {"n": len(latencies), "per_s": round(len(latencies) / took, 1), **percentiles(latencies),
+                             "max_ms": round(max(latencies), 2)}
+                print(f"# {size}, {clients} clients: {kind} {run[kind]}", file=sys.stderr)
+            run["all"] = {"n": len(every), **percentiles(every)}
+            out[f"clients_{clients}"] = run
         out["rss_after_load_mib"] = memory_of(pid)
     return out
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    return {f"p{p}_ms": round(pct(latencies, p), 2) for p in (50, 95, 99)}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000,100000")
-    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--clients", default="1,4", help="concurrent keep-alive clients, one run for each")
     ap.add_argument("--queries", type=int, default=300, help="per kind (English/Chinese, hit/miss, busiest person)")
     ap.add_argument("--per-person", type=int, default=100, help="memories a person holds on average")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args()
+    args.clients = [int(c) for c in args.clients.split(",")]
     with open("/proc/loadavg") as f:
         load_before = f.read().split()[:3]
     report: dict[str, Any] = {"command": " ".join(["bench/scale.py", *sys.argv[1:]]), "clients": args.clients,
