@@ -23,9 +23,9 @@ on that database answers `POST /v1/recall` as the bot for a person, from one kee
 then from several concurrent ones (`--clients`): English and Chinese queries that hit (two words of
 one of the person's memories) and that miss (words no memory holds), people drawn in proportion to
 their memories (a person with more memories recalls more), and the busiest person of the largest
-company alone. Resident memory
-(VmRSS and its peak VmHWM, from /proc) of the serve process after it started, and after the load.
-Table sizes (with indexes and TOAST) of the views, the event store and the keys. Prints one JSON document.
+company alone (70% hits). Resident memory (VmRSS and its peak VmHWM, from /proc) of the serve process
+after it started, and after the load. Table sizes (with indexes and TOAST) of the views, the event
+store and the keys. Prints one JSON document (progress goes to stderr).
 """
 
 from __future__ import annotations
