@@ -46,6 +46,8 @@ from engram.api.bootstrap import Engram
 from engram.api.identity import issue_token
 from engram.domain.scope import Caller
 
+from helpers import counted_exchange
+
 PEOPLE = [f"person-{i}" for i in range(10)]
 WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ro", "si", "tu", "va", "ze")
          for b in ("bar", "den", "fil", "gor", "hum", "jat", "kel", "mon", "pix", "quo", "rud", "tav")]
@@ -206,19 +208,8 @@ class Counts:
         self.undo.append(lambda: setattr(owner, attr, original))
 
     def exchanges(self, gen: Any) -> Any:
-        """psycopg's generator for one exchange with the server, counted as a round trip when it waits on
-        the socket at all (a COMMIT of a connection with no open transaction sends nothing)."""
-        try:
-            item = next(gen)
-        except StopIteration as stop:
-            return stop.value
-        self.counts["round_trips"] += 1
-        while True:
-            sent = yield item
-            try:
-                item = gen.send(sent)
-            except StopIteration as stop:
-                return stop.value
+        """psycopg's generator for one exchange with the server, counted as a round trip."""
+        return (yield from counted_exchange(gen, lambda: self.counts.update(["round_trips"])))
 
     def restore(self) -> None:
         for undo in reversed(self.undo):
@@ -241,7 +232,9 @@ def counting(engram: Engram) -> Counts:
     psycopg.Connection.wait = wait  # type: ignore[method-assign]
     c.undo.append(lambda: setattr(psycopg.Connection, "wait", original_wait))
     c.wrap(keystore.KeyStore, "get_many", "key_fetches")
-    c.wrap(keystore.KeyStore, "create", "key_creates")
+    for made in ("new", "create"):  # `new` (made in memory, stored with the events) where the source has it
+        if hasattr(keystore.KeyStore, made):
+            c.wrap(keystore.KeyStore, made, "key_creates")
     c.wrap(crypto.MasterKey, "unwrap", "key_unwraps")
     for module in (mapper, view_cipher):
         c.wrap(module, "seal", "seals")

@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 
 from .availability import UNAVAILABLE_ERRORS, Availability
+from .new_keys import created, creation
 
 log = logging.getLogger("engram.database")
 
@@ -146,7 +147,13 @@ class EventRecorder(PostgresApplicationRecorder):
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """`keys` (NewKey): data keys of aggregates created by these events, stored in their transaction."""
         shreds = kwargs.pop("shreds", ())
+        keys = kwargs.pop("keys", ())
+        if keys:
+            first = {str(e.originator_id) for e in stored_events if e.originator_version == 1}
+            if any(k.key_id not in first for k in keys):
+                raise ValueError("a new data key is stored only with its aggregate's first event")
         with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
             if shreds:
                 if self.shredder is None:
@@ -155,7 +162,7 @@ class EventRecorder(PostgresApplicationRecorder):
             self._insert_events(curs, stored_events, **kwargs)
             if not stored_events:
                 return None
-            self._insert_stored_events(curs, stored_events, **kwargs)
+            self._insert_stored_events(curs, stored_events, keys=keys, **kwargs)
             return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
 
     def originators_present(self, ids: Sequence[Any]) -> set[Any]:
@@ -169,10 +176,14 @@ class EventRecorder(PostgresApplicationRecorder):
         return {r["originator_id"] for r in rows}
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        """eventsourcing's lock timeout, table lock and NOTIFY, sent as one message (one round trip, not
-        three; no parameters, so the simple protocol carries all three), then its INSERT."""
-        curs.execute(SQL("; ").join([*self.lock_table_statements,
+        """The new data keys' rows, eventsourcing's lock timeout, table lock and NOTIFY, sent as one
+        message (one round trip, not four; no parameters, so the simple protocol carries them all), then
+        its INSERT."""
+        keys = kwargs.pop("keys", ())
+        curs.execute(SQL("; ").join([*([creation(keys, replace=True)] if keys else []), *self.lock_table_statements,
                                      SQL("NOTIFY {0}").format(Identifier(self.channel_name))]))
+        if keys:
+            created(keys, curs.fetchall())  # the first result: the key rows written
         PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events, **kwargs)
 
 
