@@ -15,7 +15,8 @@ Then, in this process: `--events` events (`Remembered` and `Corrected`, half eac
 the event store and projected by the projector runner into every view (events/s), and the recall view
 rebuilt from all events (events/s). `--profile` adds, for one remember and one receipt batch through the
 services in-process, the database statements, key fetches, seals/unseals and JSON codings each costs, and
-the top cumulative entries of cProfile for remember, catch-up and rebuild. Prints one JSON document.
+the top cumulative entries of cProfile for remember, catch-up and rebuild, and the same counts per remember
+when 16 threads remember at once (as 16 clients' requests do in the server). Prints one JSON document.
 The clients run on the same machine as the server: on 2 cores they take a share of the CPU too.
 """
 
@@ -32,9 +33,11 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -196,12 +199,17 @@ class Counts:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.undo: list[Callable[[], None]] = []
+        self.lock = threading.Lock()  # writers in several threads
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self.lock:
+            self.counts[name] += n
 
     def wrap(self, owner: Any, attr: str, name: str, count: Callable[..., int] | None = None) -> None:
         original = getattr(owner, attr)
 
         def counted(*a: Any, **k: Any) -> Any:
-            self.counts[name] += count(*a, **k) if count else 1
+            self.add(name, count(*a, **k) if count else 1)
             return original(*a, **k)
 
         setattr(owner, attr, counted)
@@ -209,7 +217,7 @@ class Counts:
 
     def exchanges(self, gen: Any) -> Any:
         """psycopg's generator for one exchange with the server, counted as a round trip."""
-        return (yield from counted_exchange(gen, lambda: self.counts.update(["round_trips"])))
+        return (yield from counted_exchange(gen, lambda: self.add("round_trips")))
 
     def restore(self) -> None:
         for undo in reversed(self.undo):
@@ -231,6 +239,15 @@ def counting(engram: Engram) -> Counts:
 
     psycopg.Connection.wait = wait  # type: ignore[method-assign]
     c.undo.append(lambda: setattr(psycopg.Connection, "wait", original_wait))
+    original_command = psycopg.Connection._exec_command
+
+    def command(conn: Any, cmd: Any, *a: Any, **k: Any) -> Any:
+        if cmd == b"COMMIT":  # a transaction's end (one that wrote waits for the disk)
+            c.add("commits")
+        return original_command(conn, cmd, *a, **k)
+
+    psycopg.Connection._exec_command = command  # type: ignore[method-assign]
+    c.undo.append(lambda: setattr(psycopg.Connection, "_exec_command", original_command))
     c.wrap(keystore.KeyStore, "get_many", "key_fetches")
     for made in ("new", "create"):  # `new` (made in memory, stored with the events) where the source has it
         if hasattr(keystore.KeyStore, made):
@@ -271,6 +288,20 @@ def per_command(engram: Engram, args: argparse.Namespace, into: dict[str, Any]) 
     finally:
         c.restore()
     into[f"per_receipt_batch_of_{args.batch}"] = dict(sorted(c.counts.items()))
+    threads, each = 16, 10
+    c = counting(engram)
+    t = time.perf_counter()
+    try:
+        with ThreadPoolExecutor(threads) as pool:  # a burst: 16 writers at once, as 16 clients' requests
+            list(pool.map(lambda w: [engram.memories.remember(
+                Caller("acme", PEOPLE[w % len(PEOPLE)], "bot", bot="b-1"), text=sentence(random.Random(w * 100 + i)),
+                source={"kind": "chat", "id": "c", "message_id": f"t{w}-{i}"}, occurred_at=None, visibility="general",
+                team=None, valid_from=None, valid_to=None) for i in range(each)], range(threads)))
+    finally:
+        c.restore()
+    took = time.perf_counter() - t
+    into[f"per_remember_{threads}_threads"] = {**{k: round(v / (threads * each), 1) for k, v in sorted(c.counts.items())},
+                                              "remembers_per_s": round(threads * each / took, 1)}
     with profiled(into, "remember_x200"):
         for i in range(200):
             engram.memories.remember(caller, text=sentence(r), source={"kind": "chat", "id": "c", "message_id": f"q{i}"},
