@@ -1,8 +1,11 @@
 """A new aggregate's data key is made in memory, seals its first events as made and is stored in their
-transaction (ADR 0033): one commit, no key without its events, no fetch of what was just made."""
+transaction (ADR 0033): one commit, no key without its events, no fetch of what was just made; saves
+arriving while another commits share the next transaction, and each keeps its own outcome."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -134,3 +137,96 @@ def test_a_new_key_is_not_fetched_back_and_a_fetch_is_one_round_trip(acme: Any) 
     with round_trips() as count:
         assert keys.get_many([memory.id]) == {str(memory.id): made.secret}
     assert count[0] == 1  # one statement, no BEGIN/ROLLBACK around it
+
+
+def _held_commit(acme: Any) -> tuple[threading.Event, threading.Event, Any]:
+    """The next lone insert waits inside its transaction until released: writes arriving meanwhile queue
+    for the group commit. Returns (entered, release, restore)."""
+    group = acme.store.recorder.group_commit
+    alone, entered, release = group._alone, threading.Event(), threading.Event()
+
+    def held(write: Any) -> Any:
+        group._alone = alone
+        entered.set()
+        release.wait(10)
+        return alone(write)
+
+    group._alone = held
+    return entered, release, lambda: setattr(group, "_alone", alone)
+
+
+def _queue_behind_a_held_commit(acme: Any, first: Any, others: list[Any]) -> list[Any]:
+    """Run `first` (its commit held), then `others` in threads until all have queued, then release;
+    each call's result or exception, in order."""
+    entered, release, restore = _held_commit(acme)
+    results: list[Any] = [None] * (1 + len(others))
+
+    def run(i: int, call: Any) -> None:
+        try:
+            results[i] = call()
+        except Exception as e:  # noqa: BLE001 - the test looks at each
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(0, first))]
+    try:
+        threads[0].start()
+        assert entered.wait(10)
+        threads += [threading.Thread(target=run, args=(i + 1, c)) for i, c in enumerate(others)]
+        for t in threads[1:]:
+            t.start()
+        deadline = time.monotonic() + 10
+        while acme.store.recorder.group_commit.queued() < len(others) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert acme.store.recorder.group_commit.queued() == len(others)
+    finally:
+        release.set()
+        for t in threads:
+            t.join(30)
+        restore()
+    return results
+
+
+def test_writes_arriving_during_a_commit_share_the_next_transaction(acme: Any) -> None:
+    texts = [f"I keep jar {i} of honey, bunting-41{i}, in the pantry" for i in range(7)]
+    results = _queue_behind_a_held_commit(acme, lambda: remember(acme, "the first, alone", "m-0"),
+                                          [lambda t=t, i=i: remember(acme, t, f"m-{i + 1}") for i, t in enumerate(texts)])
+    assert all(isinstance(r, dict) and "existing" not in r for r in results)
+    ids = [r["id"] for r in results[1:]]
+    events = rows(acme, "SELECT DISTINCT xmin::text AS tx FROM engram_events WHERE originator_id = ANY(%s::uuid[])", ids)
+    keys = rows(acme, "SELECT DISTINCT xmin::text AS tx FROM engram_data_keys WHERE key_id = ANY(%s::uuid[])", ids)
+    assert len(events) == 1 and keys == events  # seven saves, one transaction, keys with them
+    assert rows(acme, "SELECT xmin::text AS tx FROM engram_events WHERE originator_id = %s", results[0]["id"]) != events
+    for r, text in zip(results[1:], texts, strict=True):  # each visible, with its own text, when it returned
+        assert acme.memories.get(ALICE, r["id"])["text"] == text
+
+
+def test_one_bad_write_in_a_shared_commit_fails_only_itself(acme: Any) -> None:
+    taken = remember(acme, "I park on level 3, curlew-8812", "m-taken")
+    gone = uuid4()
+    with acme.store.datastore.transaction(commit=True) as curs:
+        curs.execute("INSERT INTO engram_destroyed_keys (key_id, company, destroyed_at) VALUES (%s, 'acme', now())",
+                     (gone,))
+    good = [new_memory(f"a good memory {i}, dunlin-20{i}") for i in range(2)]
+    results = _queue_behind_a_held_commit(acme, lambda: remember(acme, "the first, alone", "m-0"), [
+        lambda: acme.ledger.create(good[0], company="acme"),
+        lambda: acme.ledger.create(new_memory("lost a race", id=UUID(taken["id"])), company="acme"),
+        lambda: acme.ledger.create(new_memory("forgotten", id=gone), company="acme"),
+        lambda: acme.ledger.create(good[1], company="acme"),
+    ])
+    assert isinstance(results[2], Conflict) and isinstance(results[3], MemoryForgotten)
+    for memory in good:
+        stored = acme.ledger.get(memory.id, Memory)
+        assert stored is not None and stored.current["text"] == memory.current["text"]
+    assert rows(acme, "SELECT 1 FROM engram_events WHERE originator_id = %s", gone) == []
+    first = acme.ledger.get(UUID(taken["id"]), Memory)
+    assert first is not None and first.current["text"] == "I park on level 3, curlew-8812"
+
+
+def test_the_same_remember_twice_in_one_shared_commit_answers_the_first_memory(acme: Any) -> None:
+    text = "I like my tea without sugar, godwit-5150"
+    results = _queue_behind_a_held_commit(acme, lambda: remember(acme, "the first, alone", "m-0"),
+                                          [lambda: remember(acme, text, "m-same"), lambda: remember(acme, text, "m-same")])
+    a, b = results[1], results[2]
+    assert isinstance(a, dict) and isinstance(b, dict) and a["id"] == b["id"]
+    assert sorted(r.get("existing", False) for r in (a, b)) == [False, True]
+    assert len(rows(acme, "SELECT 1 FROM engram_events WHERE originator_id = %s", a["id"])) == 1
