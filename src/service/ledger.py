@@ -99,6 +99,7 @@ class Ledger:
         self.modes = modes
         self.clock = clock
         self.tombstones = tombstones
+        self.saves = 0  # saves made through this ledger (background work gives way while it moves)
 
     def access(self, caller: Caller) -> Access:
         """The access policy for this caller as the directory, revocations and pauses stand now."""
@@ -130,6 +131,7 @@ class Ledger:
         return self._save(aggregates, keys=[self.keys.new(a.id, company) for a in aggregates])
 
     def _save(self, aggregates: Sequence[Any], *, shreds: Sequence[Shred] = (), keys: Sequence[Any] = ()) -> Sequence[Any]:
+        self.saves += 1
         try:
             recordings = self.store.save(*aggregates, shreds=shreds, keys=keys)
         except RecordConflictError:
