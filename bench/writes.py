@@ -9,7 +9,8 @@ in-process, the default deployment) answers:
 - `remember`: `POST /v1/memories`, each with new text, from 1 and from 16 concurrent keep-alive clients
   (requests/s, p50/p95 ms);
 - `receipts`: `POST /v1/receipts`, one message per request and `{"messages": [...]}` of `--batch`
-  messages, from the same numbers of clients (messages/s and requests/s, p50/p95 ms).
+  messages, from the same numbers of clients (messages/s and requests/s, p50/p95 ms), and the CPU time each
+  request cost the server process and PostgreSQL (steadier than the rates on a shared machine).
 
 Then, in this process: `--events` events (`Remembered` and `Corrected`, half each) stored straight into
 the event store and projected by the projector runner into every view (events/s), and the recall view
@@ -87,6 +88,29 @@ async def drive(url: str, clients: int, bodies: list[tuple[str, dict[str, Any], 
     return latencies, time.perf_counter() - t, statuses
 
 
+def cpu_seconds(pids: Callable[[], list[int]]) -> float:
+    """CPU time (user + system) of these processes so far, their ended children included: on a machine
+    shared with other work, what a request costs in CPU is steadier than how long it takes."""
+    import psutil
+
+    total = 0.0
+    for pid in pids():
+        try:
+            proc = psutil.Process(pid)
+            procs = [proc, *proc.children(recursive=True)]
+            for q in procs:
+                t = q.cpu_times()
+                total += t.user + t.system + (t.children_user + t.children_system if q is proc else 0.0)
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+def postmaster(bench: Any) -> list[int]:
+    found = sorted(bench.tmp.rglob("postmaster.pid"))
+    return [int(found[0].read_text().split()[0])] if found else []
+
+
 @contextmanager
 def serving(bench: Any) -> Iterator[str]:
     """`engram serve` on the bench's database, the way an operator runs it; its URL."""
@@ -98,6 +122,7 @@ def serving(bench: Any) -> Iterator[str]:
     proc = subprocess.Popen([str(Path(sys.executable).parent / "engram"), "serve", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    bench.serve_pid = proc.pid
     try:
         for _ in range(300):
             try:
@@ -147,8 +172,13 @@ def http_phase(bench: Any, args: argparse.Namespace) -> dict[str, Any]:
                                        ("receipts_single", receipt, args.receipts, 1),
                                        ("receipts_batch", batch, max(1, args.receipts // args.batch), args.batch)):
                 bodies = [make() for _ in range(n)]
+                server = cpu_seconds(lambda: [bench.serve_pid])
+                database = cpu_seconds(lambda: postmaster(bench))
                 latencies, took, statuses = asyncio.run(drive(url, clients, bodies, (200, 201, 202)))
                 result = figures(latencies, took, n)
+                result["cpu_ms_per_request"] = {  # the server process (all its threads), PostgreSQL (all its processes)
+                    "server": round((cpu_seconds(lambda: [bench.serve_pid]) - server) * 1000 / n, 2),
+                    "postgres": round((cpu_seconds(lambda: postmaster(bench)) - database) * 1000 / n, 2)}
                 if per > 1:
                     result["messages_per_s"] = round(n * per / took, 1)
                 result["statuses"] = dict(statuses)
