@@ -9,13 +9,15 @@ in-process, the default deployment) answers:
 - `remember`: `POST /v1/memories`, each with new text, from 1 and from 16 concurrent keep-alive clients
   (requests/s, p50/p95 ms);
 - `receipts`: `POST /v1/receipts`, one message per request and `{"messages": [...]}` of `--batch`
-  messages, from the same numbers of clients (messages/s and requests/s, p50/p95 ms).
+  messages, from the same numbers of clients (messages/s and requests/s, p50/p95 ms), and the CPU time each
+  request cost the server process and PostgreSQL (steadier than the rates on a shared machine).
 
 Then, in this process: `--events` events (`Remembered` and `Corrected`, half each) stored straight into
 the event store and projected by the projector runner into every view (events/s), and the recall view
 rebuilt from all events (events/s). `--profile` adds, for one remember and one receipt batch through the
 services in-process, the database statements, key fetches, seals/unseals and JSON codings each costs, and
-the top cumulative entries of cProfile for remember, catch-up and rebuild. Prints one JSON document.
+the top cumulative entries of cProfile for remember, catch-up and rebuild, and the same counts per remember
+when 16 threads remember at once (as 16 clients' requests do in the server). Prints one JSON document.
 The clients run on the same machine as the server: on 2 cores they take a share of the CPU too.
 """
 
@@ -32,9 +34,11 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,8 @@ from harness import free_port, fresh_engram, pct, seed_corrected
 from engram.api.bootstrap import Engram
 from engram.api.identity import issue_token
 from engram.domain.scope import Caller
+
+from helpers import counted_exchange
 
 PEOPLE = [f"person-{i}" for i in range(10)]
 WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ro", "si", "tu", "va", "ze")
@@ -82,6 +88,29 @@ async def drive(url: str, clients: int, bodies: list[tuple[str, dict[str, Any], 
     return latencies, time.perf_counter() - t, statuses
 
 
+def cpu_seconds(pids: Callable[[], list[int]]) -> float:
+    """CPU time (user + system) of these processes so far, their ended children included: on a machine
+    shared with other work, what a request costs in CPU is steadier than how long it takes."""
+    import psutil
+
+    total = 0.0
+    for pid in pids():
+        try:
+            proc = psutil.Process(pid)
+            procs = [proc, *proc.children(recursive=True)]
+            for q in procs:
+                t = q.cpu_times()
+                total += t.user + t.system + (t.children_user + t.children_system if q is proc else 0.0)
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+def postmaster(bench: Any) -> list[int]:
+    found = sorted(bench.tmp.rglob("postmaster.pid"))
+    return [int(found[0].read_text().split()[0])] if found else []
+
+
 @contextmanager
 def serving(bench: Any) -> Iterator[str]:
     """`engram serve` on the bench's database, the way an operator runs it; its URL."""
@@ -93,6 +122,7 @@ def serving(bench: Any) -> Iterator[str]:
     proc = subprocess.Popen([str(Path(sys.executable).parent / "engram"), "serve", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    bench.serve_pid = proc.pid
     try:
         for _ in range(300):
             try:
@@ -142,8 +172,13 @@ def http_phase(bench: Any, args: argparse.Namespace) -> dict[str, Any]:
                                        ("receipts_single", receipt, args.receipts, 1),
                                        ("receipts_batch", batch, max(1, args.receipts // args.batch), args.batch)):
                 bodies = [make() for _ in range(n)]
+                server = cpu_seconds(lambda: [bench.serve_pid])
+                database = cpu_seconds(lambda: postmaster(bench))
                 latencies, took, statuses = asyncio.run(drive(url, clients, bodies, (200, 201, 202)))
                 result = figures(latencies, took, n)
+                result["cpu_ms_per_request"] = {  # the server process (all its threads), PostgreSQL (all its processes)
+                    "server": round((cpu_seconds(lambda: [bench.serve_pid]) - server) * 1000 / n, 2),
+                    "postgres": round((cpu_seconds(lambda: postmaster(bench)) - database) * 1000 / n, 2)}
                 if per > 1:
                     result["messages_per_s"] = round(n * per / took, 1)
                 result["statuses"] = dict(statuses)
@@ -194,31 +229,25 @@ class Counts:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
         self.undo: list[Callable[[], None]] = []
+        self.lock = threading.Lock()  # writers in several threads
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self.lock:
+            self.counts[name] += n
 
     def wrap(self, owner: Any, attr: str, name: str, count: Callable[..., int] | None = None) -> None:
         original = getattr(owner, attr)
 
         def counted(*a: Any, **k: Any) -> Any:
-            self.counts[name] += count(*a, **k) if count else 1
+            self.add(name, count(*a, **k) if count else 1)
             return original(*a, **k)
 
         setattr(owner, attr, counted)
         self.undo.append(lambda: setattr(owner, attr, original))
 
     def exchanges(self, gen: Any) -> Any:
-        """psycopg's generator for one exchange with the server, counted as a round trip when it waits on
-        the socket at all (a COMMIT of a connection with no open transaction sends nothing)."""
-        try:
-            item = next(gen)
-        except StopIteration as stop:
-            return stop.value
-        self.counts["round_trips"] += 1
-        while True:
-            sent = yield item
-            try:
-                item = gen.send(sent)
-            except StopIteration as stop:
-                return stop.value
+        """psycopg's generator for one exchange with the server, counted as a round trip."""
+        return (yield from counted_exchange(gen, lambda: self.add("round_trips")))
 
     def restore(self) -> None:
         for undo in reversed(self.undo):
@@ -240,8 +269,19 @@ def counting(engram: Engram) -> Counts:
 
     psycopg.Connection.wait = wait  # type: ignore[method-assign]
     c.undo.append(lambda: setattr(psycopg.Connection, "wait", original_wait))
+    original_command = psycopg.Connection._exec_command
+
+    def command(conn: Any, cmd: Any, *a: Any, **k: Any) -> Any:
+        if cmd == b"COMMIT":  # a transaction's end (one that wrote waits for the disk)
+            c.add("commits")
+        return original_command(conn, cmd, *a, **k)
+
+    psycopg.Connection._exec_command = command  # type: ignore[method-assign]
+    c.undo.append(lambda: setattr(psycopg.Connection, "_exec_command", original_command))
     c.wrap(keystore.KeyStore, "get_many", "key_fetches")
-    c.wrap(keystore.KeyStore, "create", "key_creates")
+    for made in ("new", "create"):  # `new` (made in memory, stored with the events) where the source has it
+        if hasattr(keystore.KeyStore, made):
+            c.wrap(keystore.KeyStore, made, "key_creates")
     c.wrap(crypto.MasterKey, "unwrap", "key_unwraps")
     for module in (mapper, view_cipher):
         c.wrap(module, "seal", "seals")
@@ -278,6 +318,20 @@ def per_command(engram: Engram, args: argparse.Namespace, into: dict[str, Any]) 
     finally:
         c.restore()
     into[f"per_receipt_batch_of_{args.batch}"] = dict(sorted(c.counts.items()))
+    threads, each = 16, 10
+    c = counting(engram)
+    t = time.perf_counter()
+    try:
+        with ThreadPoolExecutor(threads) as pool:  # a burst: 16 writers at once, as 16 clients' requests
+            list(pool.map(lambda w: [engram.memories.remember(
+                Caller("acme", PEOPLE[w % len(PEOPLE)], "bot", bot="b-1"), text=sentence(random.Random(w * 100 + i)),
+                source={"kind": "chat", "id": "c", "message_id": f"t{w}-{i}"}, occurred_at=None, visibility="general",
+                team=None, valid_from=None, valid_to=None) for i in range(each)], range(threads)))
+    finally:
+        c.restore()
+    took = time.perf_counter() - t
+    into[f"per_remember_{threads}_threads"] = {**{k: round(v / (threads * each), 1) for k, v in sorted(c.counts.items())},
+                                              "remembers_per_s": round(threads * each / took, 1)}
     with profiled(into, "remember_x200"):
         for i in range(200):
             engram.memories.remember(caller, text=sentence(r), source={"kind": "chat", "id": "c", "message_id": f"q{i}"},

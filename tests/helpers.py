@@ -168,3 +168,20 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30, what: str = "the
             return got
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def counted_exchange(gen: Any, tick: Callable[[], object]) -> Any:
+    """psycopg's generator for one exchange with the server, `tick`ed as a round trip when it waits on the
+    socket at all (a COMMIT of a connection with no open transaction sends nothing)."""
+    try:
+        item = next(gen)
+    except StopIteration as stop:
+        return stop.value
+    tick()
+    while True:
+        sent = yield item
+        try:
+            item = gen.send(sent)
+        except StopIteration as stop:
+            return stop.value
+

@@ -27,6 +27,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 
 from .availability import UNAVAILABLE_ERRORS, Availability
+from .group_commit import GroupCommit
+from .new_keys import NewKey, created, creation
 
 log = logging.getLogger("engram.database")
 
@@ -132,6 +134,14 @@ class Database:
                 conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(self.dbname)))
 
 
+@dataclass(frozen=True)
+class _Write:
+    """One save's events and the new keys that commit with them."""
+
+    events: Sequence[StoredEvent]
+    keys: Sequence[NewKey]
+
+
 class EventRecorder(PostgresApplicationRecorder):
     """eventsourcing's event recorder, inserting without psycopg's pipeline mode.
 
@@ -144,9 +154,48 @@ class EventRecorder(PostgresApplicationRecorder):
     # the application, called with the transaction's cursor and the `shreds` passed to `save`.
     shredder: Callable[[Any, Sequence[Any]], None] | None = None
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.group_commit: GroupCommit[_Write, Sequence[int]] = GroupCommit(self._insert_together, self._insert_one)
+
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """`keys` (NewKey): data keys of aggregates created by these events, stored in their transaction.
+        Saves that arrive while another commits share the next transaction (`GroupCommit`); a save with
+        shreds (a forget: keys destroyed, tombstones) commits alone."""
         shreds = kwargs.pop("shreds", ())
+        keys = kwargs.pop("keys", ())
+        if keys:
+            first = {str(e.originator_id) for e in stored_events if e.originator_version == 1}
+            if any(k.key_id not in first for k in keys):
+                raise ValueError("a new data key is stored only with its aggregate's first event")
+        if kwargs.get("tracking") is None:
+            kwargs.pop("tracking", None)  # what Application.save passes: nothing to track here
+        if shreds or kwargs or not stored_events:
+            return self._insert(stored_events, shreds=shreds, keys=keys, **kwargs)
+        return self.group_commit.submit(_Write(stored_events, keys))
+
+    def _insert_one(self, write: _Write) -> Sequence[int]:
+        ids = self._insert(write.events, keys=write.keys)
+        assert ids is not None
+        return ids
+
+    def _insert_together(self, writes: Sequence[_Write]) -> list[Sequence[int]]:
+        """Several saves' events and keys in one transaction (no retry: the group commit falls back to
+        each alone); each save's notification ids, in order."""
+        events = [e for w in writes for e in w.events]
+        with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
+            self._insert_stored_events(curs, events, keys=[k for w in writes for k in w.keys])
+            ids = list(self._fetch_ids_after_insert_events(curs, events) or [])
+        split: list[Sequence[int]] = []
+        at = 0
+        for w in writes:
+            split.append(ids[at:at + len(w.events)])
+            at += len(w.events)
+        return split
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _insert(self, stored_events: Sequence[StoredEvent], *, shreds: Sequence[Any] = (),
+                keys: Sequence[NewKey] = (), **kwargs: Any) -> Sequence[int] | None:
         with self.datastore.get_connection() as conn, conn.transaction(), conn.cursor() as curs:
             if shreds:
                 if self.shredder is None:
@@ -155,7 +204,7 @@ class EventRecorder(PostgresApplicationRecorder):
             self._insert_events(curs, stored_events, **kwargs)
             if not stored_events:
                 return None
-            self._insert_stored_events(curs, stored_events, **kwargs)
+            self._insert_stored_events(curs, stored_events, keys=keys, **kwargs)
             return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
 
     def originators_present(self, ids: Sequence[Any]) -> set[Any]:
@@ -169,10 +218,14 @@ class EventRecorder(PostgresApplicationRecorder):
         return {r["originator_id"] for r in rows}
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        """eventsourcing's lock timeout, table lock and NOTIFY, sent as one message (one round trip, not
-        three; no parameters, so the simple protocol carries all three), then its INSERT."""
-        curs.execute(SQL("; ").join([*self.lock_table_statements,
+        """The new data keys' rows, eventsourcing's lock timeout, table lock and NOTIFY, sent as one
+        message (one round trip, not four; no parameters, so the simple protocol carries them all), then
+        its INSERT."""
+        keys = kwargs.pop("keys", ())
+        curs.execute(SQL("; ").join([*([creation(keys, replace=True)] if keys else []), *self.lock_table_statements,
                                      SQL("NOTIFY {0}").format(Identifier(self.channel_name))]))
+        if keys:
+            created(keys, curs.fetchall())  # the first result: the key rows written
         PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events, **kwargs)
 
 

@@ -3,14 +3,15 @@
 Destroying a key row is what 'forget' means for every copy that only ever held
 ciphertext under it: events, views, the write-ahead log and backups of those.
 Its tables come from the numbered migrations (adapters/schema). Each row names the master key that
-wrapped it; a rotation re-wraps rows in short batches and never inserts one (ADR 0030).
+wrapped it; a rotation re-wraps rows in short batches and never inserts one (ADR 0030). A new key is
+made in memory, seals its aggregate's first events as made, and is stored in their transaction (ADR 0033).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from eventsourcing.postgres import PostgresDatastore
 
 from .backups import SERVING_LOCK
 from .crypto import DerivationRoot, MasterKeyMissing, MasterKeys, missing_message, new_data_key
+from .new_keys import NewKey, created, creation
 
 log = logging.getLogger("engram.keys")
 
@@ -39,24 +41,55 @@ class KeyStore:
     def prefetched(self, key_ids: Iterable[Any]) -> Iterator[None]:
         """For one batch of projection work in this thread: fetch its keys in one query.
         Scoped to the batch, never shared across requests, so a forget is never served stale."""
-        self._batch.keys = self.get_many(key_ids)
+        with self._holding(self.get_many(key_ids)):
+            yield
+
+    @contextmanager
+    def sealing(self, new: Sequence[NewKey], ids: Iterable[Any]) -> Iterator[None]:
+        """For one save in this thread: the keys its events are sealed with. New keys are used as made
+        (not fetched back); the others' are fetched in one query when there are several (one alone is
+        fetched when the mapper asks for it)."""
+        held = {k.key_id: k.secret for k in new}
+        rest = {str(i) for i in ids} - held.keys()
+        if len(rest) > 1:
+            held.update(self.get_many(rest))
+        with self._holding(held):
+            yield
+
+    @contextmanager
+    def _holding(self, keys: dict[str, bytes]) -> Iterator[None]:
+        before = getattr(self._batch, "keys", None)
+        self._batch.keys = keys if before is None else {**before, **keys}
         try:
             yield
         finally:
-            self._batch.keys = None
+            self._batch.keys = before
 
-    def create(self, key_id: Any, company: str) -> None:
+    def new(self, key_id: Any, company: str) -> NewKey | None:
+        """A new data key, wrapped and not yet stored: `create_in` stores it in the transaction of the
+        events it seals, so a key never outlives a save that failed. None for a tombstoned id."""
         if str(key_id) in self.fence:
-            return
-        wrapped, master_id = self.masters.wrap(new_data_key(), str(key_id))
+            return None
+        secret = new_data_key()
+        wrapped, master_id = self.masters.wrap(secret, str(key_id))
+        return NewKey(str(key_id), company, secret, wrapped, master_id)
+
+    def create(self, key_id: Any, company: str) -> bytes | None:
+        """Store a new key in a transaction of its own (an existing one is kept) and return the key in
+        effect: None for a destroyed or tombstoned id. Writes go through `new` and `create_in` instead."""
+        made = self.new(key_id, company)
+        if made is None:
+            return None
         with self.datastore.transaction(commit=True) as curs:
-            # A destroyed key is never created again: a late job cannot revive a forgotten memory.
-            curs.execute(
-                "INSERT INTO engram_data_keys (key_id, company, wrapped, master_id) SELECT %s, %s, %s, %s "
-                "WHERE NOT EXISTS (SELECT 1 FROM engram_destroyed_keys WHERE key_id = %s) "
-                "ON CONFLICT (key_id) DO NOTHING",
-                (key_id, company, wrapped, master_id, key_id),
-            )
+            curs.execute(creation([made], replace=False))
+        return self.get(key_id)
+
+    @staticmethod
+    def create_in(curs: Any, keys: Sequence[NewKey]) -> None:
+        """Store new keys within the caller's transaction (the events they seal, saved at version 1)."""
+        if keys:
+            curs.execute(creation(keys, replace=True))
+            created(keys, curs.fetchall())
 
     def get(self, key_id: Any) -> bytes | None:
         batch = getattr(self._batch, "keys", None)
@@ -65,14 +98,14 @@ class KeyStore:
         return self.get_many([key_id]).get(str(key_id))
 
     def get_many(self, key_ids: Iterable[Any]) -> dict[str, bytes]:
+        """One statement, one round trip (no transaction around it)."""
         ids = [k for k in {str(k) for k in key_ids} if k not in self.fence]
         if not ids:
             return {}
-        with self.datastore.transaction(commit=False) as curs:
-            curs.execute(
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
                 "SELECT key_id, wrapped, master_id FROM engram_data_keys WHERE key_id = ANY(%s::uuid[])", (ids,)
-            )
-            rows = curs.fetchall()
+            ).fetchall()
         return {str(r["key_id"]): self.masters.unwrap(bytes(r["wrapped"]), str(r["key_id"]), r["master_id"])
                 for r in rows}
 

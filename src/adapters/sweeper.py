@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from .availability import UNAVAILABLE_ERRORS
@@ -13,8 +14,15 @@ log = logging.getLogger("engram")
 
 
 class Sweeper:
-    def __init__(self, task: Callable[[], object], interval: float) -> None:
+    """`yield_to` (optional) counts the writes others made: while it moves between two runs, the task
+    runs at most every `busy_interval` seconds instead of every `interval` (it gives way to a burst
+    of writes, and is never starved by one)."""
+
+    def __init__(self, task: Callable[[], object], interval: float, *, yield_to: Callable[[], int] | None = None,
+                 busy_interval: float | None = None) -> None:
         self.task, self.interval = task, interval
+        self.yield_to, self.busy_interval = yield_to, busy_interval if busy_interval is not None else 10 * interval
+        self.deferred = 0  # runs put off for others' writes
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="engram-sweeper", daemon=True)
         self._outage = Outage(log, f"database (sweep {getattr(task, '__qualname__', 'task')})", first=interval)
@@ -29,8 +37,14 @@ class Sweeper:
 
     def _run(self) -> None:
         delay = self.interval
+        seen = self.yield_to() if self.yield_to is not None else 0
+        last = time.monotonic()
         while not self._stop.wait(delay):
             delay = self.interval
+            if self.yield_to is not None:
+                if self.yield_to() != seen and time.monotonic() - last < self.busy_interval:
+                    self.deferred += 1
+                    continue
             try:
                 self.task()
             except UNAVAILABLE_ERRORS as exc:  # an outage: one line when it starts, a growing pause meanwhile
@@ -38,4 +52,7 @@ class Sweeper:
                 continue
             except Exception:  # noqa: BLE001 - housekeeping must outlive a bad item
                 log.exception("sweep failed; will retry")
+            finally:
+                if self.yield_to is not None:
+                    seen, last = self.yield_to(), time.monotonic()  # its own writes are not others'
             self._outage.ok()

@@ -252,8 +252,10 @@ class ViewProjection(Projection[View]):
 class ProjectorRunner:
     """Runs projections in-process: LISTEN/NOTIFY to wake promptly, polling in case a wake-up is missed.
 
-    `settle(n)` catches every projection up to notification n in the calling thread,
-    which is how a write gives read-your-writes before it returns.
+    `settle(n)` returns once every projection has applied notification n, which is how a write gives
+    read-your-writes before it returns. One thread at a time takes the turn to catch up (a write's, or
+    the background loop's), for every event stored so far: the writes of a burst share its
+    transactions, and wait for the position they need to be published rather than each catching up.
     """
 
     BATCH = 500
@@ -273,6 +275,9 @@ class ProjectorRunner:
         self.projections = list(projections)
         self.poll_interval = poll_interval
         self._locks = {p.name: threading.Lock() for p in self.projections}
+        self._turn = threading.Condition()
+        self._catching_up = False  # some thread has the turn
+        self._published = 0  # every projection has applied this notification id at least (as this process saw)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -282,31 +287,37 @@ class ProjectorRunner:
     def catch_up_many(self, projections: Sequence[ViewProjection], upto: int | None = None) -> int:
         """Read each pending event once, decode it once, and let every projection apply what it lacks."""
         ordered = sorted(projections, key=lambda p: p.name)  # one lock order: no deadlock
+        every = {p.name for p in ordered} == {p.name for p in self.projections}  # then positions are published
         for p in ordered:
             self._locks[p.name].acquire()
         try:
             applied = 0
             positions = self.positions(ordered)
             start = min(positions.values())
+            if every:
+                self._publish(start)
             while upto is None or start < upto:
                 notes = self.recorder.select_notifications(start=start, limit=self.BATCH, inclusive_of_start=False)
                 if not notes:
                     break
                 mine = [p for p in ordered if notes[-1].id > positions[p.name]]
                 datastore = ordered[0].view.datastore
-                with prefetched(self.keys, notes):
-                    items = [(self.decode(n), Tracking(APPLICATION, n.id)) for n in notes]
-                    # every view and its tracking row move together: one transaction, one commit
-                    try:
-                        with datastore.transaction(commit=True) as curs:
-                            applied += self._apply_together(curs, mine, items, guarded=False)
-                    except TRANSIENT:
-                        raise
-                    except Exception:  # noqa: BLE001 - all of it rolled back: again, where a bad event is set aside
-                        with datastore.transaction(commit=True) as curs:
-                            applied += self._apply_together(curs, mine, items, guarded=True)
+                if mine:  # (none: every projection is past these already, moved by a runner elsewhere)
+                    with prefetched(self.keys, notes):
+                        items = [(self.decode(n), Tracking(APPLICATION, n.id)) for n in notes]
+                        # every view and its tracking row move together: one transaction, one commit
+                        try:
+                            with datastore.transaction(commit=True) as curs:
+                                applied += self._apply_together(curs, mine, items, guarded=False)
+                        except TRANSIENT:
+                            raise
+                        except Exception:  # noqa: BLE001 - all of it rolled back: again, where a bad event is set aside
+                            with datastore.transaction(commit=True) as curs:
+                                applied += self._apply_together(curs, mine, items, guarded=True)
                 positions.update((p.name, notes[-1].id) for p in mine)
                 start = notes[-1].id
+                if every:
+                    self._publish(start)
             return applied
         finally:
             for p in reversed(ordered):
@@ -384,15 +395,45 @@ class ProjectorRunner:
             self.settle(max(r.notification.id for r in recordings))
 
     def settle(self, notification_id: int | None) -> None:
-        if notification_id is None:
-            return
-        positions = self.positions(self.projections)
-        behind = [p for p in self.projections if positions[p.name] < notification_id]
-        if behind:
-            self.catch_up_many(behind, upto=notification_id)
+        """Return once every projection has applied `notification_id`: at once when that was published,
+        else after waiting for the thread that has the turn to publish it, or after taking the turn and
+        catching up (everything stored so far, up to a batch past it) for every write waiting."""
+        if notification_id is not None and self._take_turn(notification_id):
+            try:
+                self.catch_up_many(self.projections, upto=notification_id)
+            finally:
+                self._end_turn()
 
     def catch_up_all(self) -> None:
-        self.catch_up_many(self.projections)
+        self._take_turn(None)
+        try:
+            self.catch_up_many(self.projections)
+        finally:
+            self._end_turn()
+
+    def _take_turn(self, upto: int | None) -> bool:
+        """Wait while another thread has the turn and `upto` is not published; then False if it is, else
+        True: the turn is this thread's (`_end_turn` gives it back)."""
+        with self._turn:
+            while self._catching_up and (upto is None or self._published < upto):
+                self._turn.wait()
+            if upto is not None and self._published >= upto:
+                return False
+            self._catching_up = True
+            return True
+
+    def _end_turn(self) -> None:
+        with self._turn:
+            self._catching_up = False
+            self._turn.notify_all()  # the waiters still behind: one of them takes the next turn
+
+    def _publish(self, position: int) -> None:
+        """Every projection has applied `position` (committed): wake the writes waiting for it. Positions only
+        move forward (a rebuild commits at the head), so what was published stays true."""
+        with self._turn:
+            if position > self._published:
+                self._published = position
+                self._turn.notify_all()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="engram-projectors", daemon=True)

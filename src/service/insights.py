@@ -279,9 +279,8 @@ class InsightService:
             return 0  # proposed once already, whatever became of it
         insight = Insight.propose(scope=scope, text=proposal.text, evidence=[facts[m] for m in cited], proposer=name,
                                   actor=name, at=self.ledger.clock.now())
-        self.keys.create(insight.id, scope.company)
         try:
-            self.ledger.save(insight)
+            self.ledger.create(insight, company=scope.company)
         except Conflict:
             return 0  # proposed concurrently elsewhere
         return 1

@@ -63,7 +63,6 @@ class LearningService:
                  extractor: Extractor, rules: LearningRules) -> None:
         self.memories = memories
         self.ledger: Ledger = memories.ledger
-        self.keys = memories.keys
         self.clock = memories.clock
         self.inbox = inbox
         self.budget = budget
@@ -101,18 +100,16 @@ class LearningService:
             if rid not in known:  # (the same receipt twice in one batch is made once)
                 known[rid] = self._receipt(caller, access, m)
                 new[rid] = m
-        for rid in new:  # every receipt has a key: its source is sealed even without its text (ADR 0019)
-            self.keys.create(rid, caller.company)
-        if new:
+        if new:  # every receipt has a key: its source is sealed even without its text (ADR 0019)
             try:
-                self.ledger.save(*(known[rid] for rid in new))  # as saved: each new one is what was stored
+                self.ledger.create(*(known[rid] for rid in new), company=caller.company)  # each as stored
             except Conflict:  # some arrived at the same time through another request: keep each once
-                for rid, m in new.items():  # the failed save took their events with it: made again, one by one
+                for rid, m in new.items():  # the failed save took their events and keys with it: again, one by one
                     stored = self._get(rid)
                     if stored is None:
                         known[rid] = self._receipt(caller, access, m)
                         try:
-                            self.ledger.save(known[rid])
+                            self.ledger.create(known[rid], company=caller.company)
                             continue
                         except Conflict:
                             stored = self._get(rid)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -14,6 +13,7 @@ from engram.adapters.crypto import MasterKeys
 from engram.adapters.database import EventRecorder
 from engram.adapters.keystore import KeyStore
 from engram.adapters.mapper import SealingMapper
+from engram.adapters.new_keys import NewKey
 from engram.adapters.tombstones import Shred, TombstoneOutbox
 from engram.domain.access import Access
 from engram.domain.clock import Clock
@@ -51,15 +51,23 @@ class EventStore(Application):
         else:
             self._shredder = shredder
 
-    def save(self, *objs: Any, shreds: Sequence[Shred] = (), **kwargs: Any) -> Any:
-        """Save; the shreds (keys destroyed, tombstones recorded) commit in the events' transaction."""
-        if not shreds:
-            return super().save(*objs, **kwargs)
-        if self._shredder is None:
-            return super().save(*objs, shreds=shreds, **kwargs)
-        recordings = super().save(*objs, **kwargs)  # a store without transactions: after, like a commit
-        self._shredder(None, shreds)
-        return recordings
+    def save(self, *objs: Any, shreds: Sequence[Shred] = (), keys: Sequence[NewKey | None] = (),
+             **kwargs: Any) -> Any:
+        """Save; the shreds (keys destroyed, tombstones recorded) and the new aggregates' data `keys`
+        commit in the events' transaction. The events are sealed with the new keys as made, and with
+        the other aggregates' keys fetched in one query when there are several."""
+        new = [k for k in keys if k is not None]  # None: a tombstoned id, which the mapper refuses to seal
+        with self.keys.sealing(new, [getattr(o, "id", None) or o.originator_id for o in objs if o is not None]):
+            if self.outbox is not None:  # PostgreSQL: the event recorder writes both in its transaction
+                return super().save(*objs, **({"shreds": shreds} if shreds else {}), **({"keys": new} if new else {}),
+                                    **kwargs)
+            self.keys.create_in(None, new)  # a store without transactions: before, as the insert would
+            if self._shredder is None:
+                return super().save(*objs, **({"shreds": shreds} if shreds else {}), **kwargs)
+            recordings = super().save(*objs, **kwargs)
+            if shreds:
+                self._shredder(None, shreds)  # and after, like a commit
+            return recordings
 
     def construct_factory(self, env: Any) -> InfrastructureFactory:
         factory = super().construct_factory(env)
@@ -91,6 +99,7 @@ class Ledger:
         self.modes = modes
         self.clock = clock
         self.tombstones = tombstones
+        self.saves = 0  # saves made through this ledger (background work gives way while it moves)
 
     def access(self, caller: Caller) -> Access:
         """The access policy for this caller as the directory, revocations and pauses stand now."""
@@ -113,9 +122,18 @@ class Ledger:
     def save(self, *aggregates: Any, shreds: Sequence[Shred] = ()) -> Sequence[Any]:
         """Save the aggregates' new events; `shreds` (made by `shred`) commit in the same transaction.
         A lost race is a 409 with nothing written, keys included."""
+        return self._save(aggregates, shreds=shreds)
+
+    def create(self, *aggregates: Any, company: str) -> Sequence[Any]:
+        """Save new aggregates, each with a new data key of `company` stored in the same transaction
+        as its first events (which it seals): one commit, and no key left behind by a save that failed.
+        An id that was forgotten gets no key and nothing is saved (MemoryForgotten); a lost race is a 409."""
+        return self._save(aggregates, keys=[self.keys.new(a.id, company) for a in aggregates])
+
+    def _save(self, aggregates: Sequence[Any], *, shreds: Sequence[Shred] = (), keys: Sequence[Any] = ()) -> Sequence[Any]:
+        self.saves += 1
         try:
-            with self._keys_once([a.id for a in aggregates]):
-                recordings = self.store.save(*aggregates, shreds=shreds)
+            recordings = self.store.save(*aggregates, shreds=shreds, keys=keys)
         except RecordConflictError:
             raise Conflict("the memory changed while this request was handled") from None
         if shreds and self.tombstones is not None:
@@ -126,12 +144,6 @@ class Ledger:
         else:
             self.settler.settle_recordings(recordings)
         return recordings
-
-    def _keys_once(self, ids: list[Any]) -> AbstractContextManager[Any]:
-        """Several aggregates saved together: their data keys, for sealing, fetched in one query rather
-        than one each (scoped to this save in this thread, so never served to another request)."""
-        prefetched = getattr(self.keys, "prefetched", None)
-        return prefetched(ids) if len(ids) > 1 and prefetched is not None else nullcontext()
 
     def get_many(self, ids: Sequence[UUID], kind: type[A]) -> dict[UUID, A]:
         """The aggregates of this kind among `ids`: one query finds which have events at all, and only

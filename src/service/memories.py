@@ -150,12 +150,11 @@ class MemoryService:
 
     def _create(self, factory: Callable[..., Memory], caller: Caller, *, source: dict[str, Any],
                 visibility: str, team: str | None, **fields: Any) -> Memory:
-        """Create the memory's data key before its first (sealed) event, then save."""
+        """Save a new memory with its data key (in one transaction)."""
         scope = Scope(caller.company, caller.person, visibility, team, source.get("id"))
         fields["id"] = fields.get("id") or uuid4()
         memory = factory(scope=scope, source=source, **fields)
-        self.keys.create(memory.id, caller.company)
-        self.ledger.save(memory)
+        self.ledger.create(memory, company=caller.company)
         return memory
 
     def propose(self, caller: Caller, *, text: str, quote: str, source: dict[str, Any],

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from engram.adapters.new_keys import NewKey
 from engram.adapters.tombstones import Shred
 from engram.domain.hints import SemanticHints
 from engram.domain.insight import Group, Proposal
@@ -26,7 +27,7 @@ class Settler(Protocol):
 class Keys(Protocol):
     """Per-aggregate data keys: destroying one makes its content unreadable in every copy."""
 
-    def create(self, key_id: Any, company: str) -> None: ...
+    def new(self, key_id: Any, company: str) -> NewKey | None: ...
 
     def get(self, key_id: Any) -> bytes | None: ...
 

@@ -172,3 +172,109 @@ def test_the_recall_view_written_as_events_arrive_is_the_one_recomputed_and_rebu
     assert engram.ledger.get(UUID(gone["id"]), Memory).is_forgotten
     assert [i["text"] for i in engram.recall.recall(ALICE, query="kestrel", as_of=None, max_bytes=17500,
                                                     limit=5)["items"]] == ["the build server is called kestrel"]
+
+
+def _store_without_settling(engram: Any, texts: list[str]) -> list[int]:
+    """Remember each text, leaving the projections behind; the notification id of each."""
+    ids = []
+    for text in texts:
+        _remember_without_settling(engram, text)
+        ids.append(engram.store.recorder.max_notification_id())
+    return ids
+
+
+def _positions(engram: Any) -> dict[str, int]:
+    return engram.runner.positions(list(engram.projections.values()))
+
+
+def test_writes_waiting_together_share_one_catch_up(engram) -> None:
+    """Eight writes settle at once: one thread takes the turn and applies all eight in one transaction; the
+    others ask the database nothing and return when their position is published."""
+    ids = _store_without_settling(engram, [f"fact {i} about the shared catch-up" for i in range(8)])
+    runner = engram.runner
+    asked: list[str] = []
+    positions, apply_together = runner.positions, runner._apply_together
+    runner.positions = lambda ps: asked.append("positions") or positions(ps)
+    runner._apply_together = lambda *a, **k: asked.append("transaction") or apply_together(*a, **k)
+    start = threading.Barrier(len(ids))
+
+    def settle(n: int) -> None:
+        start.wait()
+        runner.settle(n)
+
+    threads = [threading.Thread(target=settle, args=(n,)) for n in ids]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    finally:
+        runner.positions, runner._apply_together = positions, apply_together
+    assert not any(t.is_alive() for t in threads)
+    assert asked == ["positions", "transaction"]
+    assert min(_positions(engram).values()) == ids[-1]
+
+
+def test_every_concurrent_write_is_visible_when_it_returns(engram) -> None:
+    """Read-your-writes with writes taking turns: each remember, once returned, is in every view."""
+    missing: list[str] = []
+
+    def writer(w: int) -> None:
+        for i in range(5):
+            memory = engram.memories.remember(
+                ALICE, text=f"writer {w} noted fact {i} about turns", occurred_at=None, visibility="general",
+                source={"kind": "chat", "id": "chat-1", "message_id": f"m-{w}-{i}"}, team=None, valid_from=None,
+                valid_to=None)
+            with engram.store.datastore.get_connection() as conn:
+                row = conn.execute(
+                    "SELECT (SELECT count(*) FROM engram_memories WHERE memory_id = %(m)s) "
+                    "+ (SELECT count(*) FROM engram_link_memories WHERE memory_id = %(m)s) "
+                    "+ (SELECT count(*) FROM engram_insight_memories WHERE memory_id = %(m)s) AS n",
+                    {"m": memory["id"]}).fetchone()
+            if row["n"] != 3:
+                missing.append(memory["id"])
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert missing == []
+    assert len(_recalled(engram, "turns")) == 5  # recall's own limit; the rows above are all 40
+
+
+def test_a_turn_that_fails_passes_on_to_the_next_waiting_write(engram) -> None:
+    """The thread catching up fails (the database went away mid-turn): it raises, and a write that was
+    waiting for it takes the next turn and catches up."""
+    first, second = _store_without_settling(engram, ["the first of two facts", "the second of two facts"])
+    runner, recorder = engram.runner, engram.store.recorder
+    select, entered, release = recorder.select_notifications, threading.Event(), threading.Event()
+
+    def failing(*a: Any, **k: Any) -> Any:
+        recorder.select_notifications = select  # once
+        entered.set()
+        release.wait(10)
+        raise RuntimeError("lost the connection")
+
+    recorder.select_notifications = failing
+    failed: list[BaseException] = []
+
+    def lead() -> None:
+        try:
+            runner.settle(first)
+        except RuntimeError as e:
+            failed.append(e)
+
+    leader = threading.Thread(target=lead)
+    leader.start()
+    assert entered.wait(10)
+    waiter = threading.Thread(target=runner.settle, args=(second,))
+    waiter.start()
+    time.sleep(0.2)  # it waits for the turn, asking nothing
+    assert waiter.is_alive()
+    release.set()
+    leader.join(10)
+    waiter.join(30)
+    assert len(failed) == 1 and not waiter.is_alive()
+    assert min(_positions(engram).values()) == second

@@ -18,9 +18,11 @@ from uuid import UUID
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.content_rules import ContentRules
 from engram.adapters.crypto import DerivationRoot, MasterKey, MasterKeys
+from engram.adapters.new_keys import NewKey
 from engram.adapters.tombstones import Shred
 from engram.domain.clock import FixedClock
 from engram.domain.directory import CompanyDirectory
+from engram.domain.errors import MemoryForgotten
 from engram.domain.memory import Memory
 from engram.domain.review import ContentPolicy
 from engram.domain.rollout import Rollout
@@ -47,10 +49,19 @@ class FakeKeys:
         self.destroyed: dict[str, datetime] = {}
         self.vacuums = 0
 
-    def create(self, key_id: Any, company: str) -> None:
-        # Like the real one: a destroyed key is never created again, an existing one is kept.
-        if str(key_id) not in self.destroyed:
-            self.keys.setdefault(str(key_id), os.urandom(32))
+    def new(self, key_id: Any, company: str) -> NewKey:
+        return NewKey(str(key_id), company, os.urandom(32), b"", "fake")
+
+    def create_in(self, _curs: Any, keys: Sequence[NewKey]) -> None:
+        # Like the real one: a destroyed key is never created again, and then nothing is saved.
+        if any(k.key_id in self.destroyed for k in keys):
+            raise MemoryForgotten("this memory was forgotten; nothing more can change it")
+        for k in keys:
+            self.keys[k.key_id] = k.secret
+
+    @contextmanager
+    def sealing(self, new: Sequence[NewKey], ids: Iterable[Any]) -> Iterator[None]:
+        yield
 
     def get(self, key_id: Any) -> bytes | None:
         return self.keys.get(str(key_id))
