@@ -11,7 +11,7 @@ See docs/adr/0005-review-rules.md and docs/adr/0024-sensitive-rules.md.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+import threading
 
 from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT, SENSITIVE_CONTENT
 
@@ -50,19 +50,34 @@ _SECRET_WORDS = [
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
 ]
 
-@lru_cache(maxsize=1)
-def _detect_secrets_settings() -> dict:
-    return {"plugins_used": [{"name": name} for name in _PLUGINS], "filters_used": []}
+_configured = threading.Lock()
+_ready = False
+
+
+def _configure_detect_secrets() -> None:
+    """detect-secrets keeps its settings in one process-wide object: they are set once, here, to our
+    plugins and no filters. (Setting them around each scan, as `transient_settings` does, cost a few
+    milliseconds a message, and a scan in one thread could run with the defaults another thread's
+    scan had just put back.)"""
+    global _ready
+    with _configured:
+        if not _ready:
+            from detect_secrets.settings import cache_bust, configure_settings_from_baseline
+
+            cache_bust()
+            configure_settings_from_baseline(
+                {"plugins_used": [{"name": name} for name in _PLUGINS], "filters_used": []})
+            _ready = True
 
 
 def _library_finds_secret(text: str) -> bool:
     from detect_secrets.core.scan import scan_line
-    from detect_secrets.settings import transient_settings
 
-    with transient_settings(_detect_secrets_settings()):
-        for line in text.splitlines() or [text]:
-            for _secret in scan_line(line):
-                return True
+    if not _ready:
+        _configure_detect_secrets()
+    for line in text.splitlines() or [text]:
+        for _secret in scan_line(line):
+            return True
     return False
 
 

@@ -167,3 +167,16 @@ def test_the_lowercased_fast_path_decides_as_the_case_folding_patterns_do(scored
     _case_folding_only(monkeypatch)
     assert [sensitive_kind(t) for t in texts] == fast
     assert sensitive_kind("İstanbul: I was DIAGNOSED with Diabetes") == "health"
+
+
+def test_secrets_are_found_the_same_from_many_threads_at_once(scored: list) -> None:
+    """detect-secrets' settings are process-wide: set once, a scan in one thread never runs with
+    settings another thread is changing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [row.text for row in _bench().load("all")]
+    alone = [RULES.classify(t) for t in texts]
+    assert SECRET_CONTENT in alone
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(3):
+            assert list(pool.map(RULES.classify, texts)) == alone
