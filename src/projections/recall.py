@@ -306,9 +306,6 @@ class RecallProjection(ViewProjection):
                 key_destroyed_at,
             )
 
-    def cleared(self, curs: Cursor[Any]) -> None:
-        self.purge.withdraw(curs, (EVENT_STORE, RECALL_VIEW), requests=True)
-
     # -- helpers --------------------------------------------------------------
 
     def _set_status(self, curs: Cursor[Any], e: Any, status: str) -> None:
