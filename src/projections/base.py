@@ -63,6 +63,39 @@ def error_name(exc: BaseException) -> str:
     return f"{type(exc).__name__} {sqlstate}" if sqlstate else type(exc).__name__
 
 
+def difference(rows: dict[Any, dict[str, Any]], read: dict[Any, dict[str, Any]]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """A set-based batch's rows against the rows it read (rows are replaced, never changed in place):
+    the keys of rows read that went or changed, and the rows that are new or changed."""
+    gone = [k for k, row in read.items() if rows.get(k) is not row]
+    return gone, [row for k, row in rows.items() if read.get(k) is not row]
+
+
+def write_nested(curs: Cursor[Any], table: str, columns: Sequence[str], rows: dict[Any, dict[Any, dict[str, Any]]],
+                 read: dict[Any, dict[Any, dict[str, Any]]], key: Sequence[tuple[str, str]]) -> None:
+    """`write_rows` for rows kept by owner then by a second key (a memory's revisions, its citations)."""
+    gone: list[tuple[Any, ...]] = []
+    written: list[dict[str, Any]] = []
+    for owner, own in rows.items():
+        went, new = difference(own, read.get(owner, {}))
+        gone += [(owner, k) for k in went]
+        written += new
+    write_rows(curs, table, columns, written, gone, key)
+
+
+def write_rows(curs: Cursor[Any], table: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],
+               gone: Sequence[tuple[Any, ...]] = (), key: Sequence[tuple[str, str]] = ()) -> None:
+    """Delete the rows whose `key` ((column, type) each) is in `gone`, then COPY `rows` in."""
+    if gone:
+        names = ", ".join(f"%s::{kind}[]" for _, kind in key)
+        match = " AND ".join(f"t.{column} = g.k{i}" for i, (column, _) in enumerate(key))
+        curs.execute(f"DELETE FROM {table} t USING unnest({names}) AS g({', '.join(f'k{i}' for i in range(len(key)))}) "
+                     f"WHERE {match}", [[g[i] for g in gone] for i in range(len(key))])
+    if rows:
+        with curs.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([row[c] for c in columns])
+
+
 class View(PostgresTrackingRecorder):
     """A materialised view: its own tables plus one row of tracking."""
 

@@ -106,7 +106,11 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ViewProjection, "SWAP_GAP", 2)
 
 
-def test_every_rebuilt_view_equals_the_one_built_event_by_event(engram, small_batches) -> None:
+@pytest.mark.parametrize("batch", [3, 1000])
+def test_every_rebuilt_view_equals_the_one_built_event_by_event(engram, small_batches, monkeypatch, batch) -> None:
+    """Built event by event as the writes settled; rebuilt a few events a batch (a memory's events in
+    different batches) and all in one batch (each memory's events applied together, set-based)."""
+    monkeypatch.setattr(ViewProjection, "REBUILD_BATCH", batch)
     _history(engram)
     before = _everything(engram)
     assert before["recall"]["engram_recall_terms"] and before["links"]["engram_link_citations"]
