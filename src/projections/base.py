@@ -366,6 +366,8 @@ class ViewProjection(Projection[View]):
                     applied += self._apply_after(curs, position, items, quarantined)
                 else:
                     with self.view.datastore.transaction(commit=True) as batch:
+                        # lost in a crash, this batch would be dropped with the rest of the shadow anyway
+                        batch.execute("SET LOCAL synchronous_commit = off")
                         self.view.use_shadow(batch)
                         applied += self._apply_after(batch, position, items, quarantined)
             position = notes[-1].id
