@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -319,6 +320,7 @@ class ViewProjection(Projection[View]):
                 position, n = self._replay(recorder, decode, keys, position, head, progress, quarantined)
                 applied += n
             seen = set(quarantined)  # what a swap that fails and rolls back set aside is not kept
+            started = time.monotonic()
             try:
                 with view.datastore.transaction(commit=True) as curs:
                     curs.execute("SET LOCAL lock_timeout = '2s'")  # never stall readers and writers for long
@@ -343,6 +345,8 @@ class ViewProjection(Projection[View]):
                 log.warning("rebuild of %s: the swap waited too long for a lock; trying again", self.name)
                 continue
             applied += n
+            log.info("rebuild of %s swapped in at position %d: %d events applied under the lock, held %.0f ms",
+                     self.name, head, n, (time.monotonic() - started) * 1000)
             if progress is not None:
                 progress(head, head)
             return applied
