@@ -3,7 +3,8 @@
     .venv/bin/python bench/rebuild.py [--events 100000]
 
 Seeds N events (half `Remembered`, half `Corrected`) straight into the event store, then runs the
-same rebuild as `engram projections rebuild recall` (one transaction) and prints events/s.
+same rebuild as `engram projections rebuild recall` (new tables filled batch by batch beside the
+serving view, then swapped in: ADR 0034) and prints events/s.
 """
 
 from __future__ import annotations

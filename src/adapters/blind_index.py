@@ -11,9 +11,11 @@ import hashlib
 import hmac
 import json
 import re
+import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import date
 from functools import lru_cache
 from typing import Any
@@ -129,6 +131,7 @@ class BlindIndex:
         self._root = root
         self._keys: dict[str, bytes] = {}
         self._macs: dict[str, Any] = {}
+        self._memo = threading.local()
 
     def _key(self, company: str) -> bytes:
         key = self._keys.get(company)
@@ -136,18 +139,44 @@ class BlindIndex:
             key = self._keys[company] = self._root.search_key(company)
         return key
 
+    def _mac(self, data: bytes, company: str) -> bytes:
+        """HMAC-SHA256 under the company's key, from a keyed state made once (copying it is cheaper than
+        keying a new one for every term)."""
+        base = self._macs.get(company)
+        if base is None:
+            base = self._macs[company] = hmac.new(self._key(company), digestmod=hashlib.sha256)
+        mac = base.copy()
+        mac.update(data)
+        return mac.digest()
+
+    @contextmanager
+    def remembering(self) -> Iterator[None]:
+        """Within this block (one batch of projection work, in this thread) a term blinded once is not
+        blinded again. The terms are forgotten when it ends: nothing of a text outlives its batch here."""
+        outer = getattr(self._memo, "terms", None)
+        if outer is None:
+            self._memo.terms = {}
+        try:
+            yield
+        finally:
+            if outer is None:
+                self._memo.terms = None
+
     def blind(self, company: str, term: str) -> int:
-        mac = self._macs.get(company)
-        if mac is None:  # keyed once per company; each term copies it (half the cost of keying anew)
-            mac = self._macs[company] = hmac.new(self._key(company), digestmod=hashlib.sha256)
-        mac = mac.copy()
-        mac.update(term.encode())
-        return int.from_bytes(mac.digest()[:8], "big", signed=True)
+        memo: dict[tuple[str, str], int] | None = getattr(self._memo, "terms", None)
+        if memo is not None:
+            found = memo.get((company, term))
+            if found is not None:
+                return found
+        value = int.from_bytes(self._mac(term.encode(), company)[:8], "big", signed=True)
+        if memo is not None:
+            memo[(company, term)] = value
+        return value
 
     def source(self, company: str, source_id: str) -> str:
         """A source id as the views keep it (ADR 0019): keyed like the terms, kept apart from them by
         its own prefix, 128 bits in hex, so equal ids still match and join within one company."""
-        digest = hmac.new(self._key(company), b"source\x00" + source_id.encode(), hashlib.sha256).digest()
+        digest = self._mac(b"source\x00" + source_id.encode(), company)
         return "s" + digest[:16].hex()
 
     def message(self, company: str, person: str, source: dict[str, Any]) -> str | None:
@@ -156,7 +185,7 @@ class BlindIndex:
         if not source.get("message_id"):
             return None
         cited = json.dumps([person, source.get("kind"), source.get("id"), source["message_id"]])
-        digest = hmac.new(self._key(company), b"message\x00" + cited.encode(), hashlib.sha256).digest()
+        digest = self._mac(b"message\x00" + cited.encode(), company)
         return "m" + digest[:16].hex()
 
     def tags(self, company: str, tags: Iterable[str]) -> list[int]:
@@ -170,7 +199,9 @@ class BlindIndex:
 
     def term_counts(self, company: str, text: str, day: date | None = None) -> Counter[int]:
         """A memory's blinded terms with their counts; `day`: when it was said (its day term)."""
-        counts = Counter({self.blind(company, t): n for t, n in Counter(index_terms(text)).items()})
+        counts: Counter[int] = Counter()
+        for term, n in Counter(index_terms(text)).items():  # each distinct term blinded once
+            counts[self.blind(company, term)] += n
         if day is not None:
             counts[self.blind(company, day_term(day))] += 1
         return counts

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,10 +18,11 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from psycopg import Cursor
+from psycopg.errors import DeadlockDetected
 from psycopg.sql import SQL, Identifier, Literal
 from psycopg_pool import PoolTimeout
 
-from engram.adapters.availability import UNAVAILABLE_ERRORS
+from engram.adapters.availability import UNAVAILABLE_ERRORS, DatabaseTimeout
 from engram.adapters.keystore import prefetched
 from engram.adapters.outage import Outage
 
@@ -60,6 +62,39 @@ def error_name(exc: BaseException) -> str:
     """What went wrong, without the message: a database message can quote the data it refused."""
     sqlstate = getattr(getattr(exc, "diag", None), "sqlstate", None)
     return f"{type(exc).__name__} {sqlstate}" if sqlstate else type(exc).__name__
+
+
+def difference(rows: dict[Any, dict[str, Any]], read: dict[Any, dict[str, Any]]) -> tuple[list[Any], list[dict[str, Any]]]:
+    """A set-based batch's rows against the rows it read (rows are replaced, never changed in place):
+    the keys of rows read that went or changed, and the rows that are new or changed."""
+    gone = [k for k, row in read.items() if rows.get(k) is not row]
+    return gone, [row for k, row in rows.items() if read.get(k) is not row]
+
+
+def write_nested(curs: Cursor[Any], table: str, columns: Sequence[str], rows: dict[Any, dict[Any, dict[str, Any]]],
+                 read: dict[Any, dict[Any, dict[str, Any]]], key: Sequence[tuple[str, str]]) -> None:
+    """`write_rows` for rows kept by owner then by a second key (a memory's revisions, its citations)."""
+    gone: list[tuple[Any, ...]] = []
+    written: list[dict[str, Any]] = []
+    for owner, own in rows.items():
+        went, new = difference(own, read.get(owner, {}))
+        gone += [(owner, k) for k in went]
+        written += new
+    write_rows(curs, table, columns, written, gone, key)
+
+
+def write_rows(curs: Cursor[Any], table: str, columns: Sequence[str], rows: Sequence[dict[str, Any]],
+               gone: Sequence[tuple[Any, ...]] = (), key: Sequence[tuple[str, str]] = ()) -> None:
+    """Delete the rows whose `key` ((column, type) each) is in `gone`, then COPY `rows` in."""
+    if gone:
+        names = ", ".join(f"%s::{kind}[]" for _, kind in key)
+        match = " AND ".join(f"t.{column} = g.k{i}" for i, (column, _) in enumerate(key))
+        curs.execute(f"DELETE FROM {table} t USING unnest({names}) AS g({', '.join(f'k{i}' for i in range(len(key)))}) "
+                     f"WHERE {match}", [[g[i] for g in gone] for i in range(len(key))])
+    if rows:
+        with curs.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([row[c] for c in columns])
 
 
 class View(PostgresTrackingRecorder):
@@ -105,6 +140,47 @@ class View(PostgresTrackingRecorder):
             curs.execute(f"DELETE FROM {table}")
         self.set_position(curs, 0)
 
+    # -- rebuilding beside the view (ADR 0034) ----------------------------------------------------
+
+    @property
+    def shadow(self) -> str:
+        """The schema a rebuild fills: the same DDL and table names, apart from the serving ones."""
+        return f"{self.tracking_table_name.removesuffix('_tracking')}_rebuild"
+
+    def create_shadow(self, curs: Cursor[Any]) -> None:
+        """Empty shadow tables; whatever an earlier rebuild left (it crashed, or was stopped) goes first."""
+        curs.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(self.shadow)))
+        curs.execute(SQL("CREATE SCHEMA {}").format(Identifier(self.shadow)))
+        self.use_shadow(curs)
+        curs.execute(self.ddl)
+
+    def use_shadow(self, curs: Cursor[Any]) -> None:
+        """For the rest of this transaction the view's tables are the shadow's; every other table (the
+        tracking rows, the quarantine, the purge reports, the keys) is still the serving one."""
+        curs.execute("SELECT current_schemas(false) AS path")
+        row = curs.fetchone()
+        assert row is not None
+        path = [s for s in row["path"] if s != self.shadow]
+        curs.execute(SQL("SELECT set_config('search_path', {}, true)").format(
+            Literal(", ".join(f'"{s}"' for s in [self.shadow, *path]))))
+
+    def swap_in(self, curs: Cursor[Any]) -> None:
+        """Within the caller's transaction, which holds the tracking row: the serving tables go and the
+        shadow's take their names (their indexes and constraints keep theirs)."""
+        curs.execute("SELECT current_schemas(false) AS path")
+        row = curs.fetchone()
+        assert row is not None
+        serving = next(s for s in row["path"] if s != self.shadow)
+        curs.execute(SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+            SQL(", ").join(Identifier(serving, t) for t in self.tables)))
+        for table in self.tables:
+            curs.execute(SQL("DROP TABLE {}").format(Identifier(serving, table)))
+            curs.execute(SQL("ALTER TABLE {} SET SCHEMA {}").format(Identifier(self.shadow, table),
+                                                                    Identifier(serving)))
+        curs.execute(SQL("DROP SCHEMA {} CASCADE").format(Identifier(self.shadow)))
+        curs.execute("SELECT set_config('search_path', %s, true)",
+                     (", ".join(f'"{s}"' for s in row["path"] if s != self.shadow),))
+
 
 class ViewProjection(Projection[View]):
     """Applies events to its view; subclasses implement `apply(curs, event, tracking)`."""
@@ -130,7 +206,8 @@ class ViewProjection(Projection[View]):
             self.view.set_position(curs, last)
         return applied
 
-    def _apply_after(self, curs: Cursor[Any], position: int, items: Sequence[tuple[Any, Tracking]]) -> int:
+    def _apply_after(self, curs: Cursor[Any], position: int, items: Sequence[tuple[Any, Tracking]],
+                     quarantined: set[int] | None = None) -> int:
         """Apply, as one batch, the events after `position`; skip watermarks (None), duplicates and
         re-deliveries. An event this projection cannot apply is quarantined, and the rest still flows."""
         fresh = [(e, t) for e, t in items if e is not None and t.notification_id > position]
@@ -152,6 +229,8 @@ class ViewProjection(Projection[View]):
                 raise
             except Exception as exc:  # noqa: BLE001
                 self.quarantine(curs, event, tracking, exc)
+                if quarantined is not None:
+                    quarantined.add(tracking.notification_id)
         return applied
 
     def _apply_in_savepoint(self, curs: Cursor[Any], items: Sequence[tuple[Any, Tracking]]) -> None:
@@ -181,9 +260,6 @@ class ViewProjection(Projection[View]):
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         raise NotImplementedError
-
-    def cleared(self, curs: Cursor[Any]) -> None:
-        """The view was just emptied for a rebuild (same transaction): withdraw what it reported elsewhere."""
 
     def begin(self) -> None:
         """Start of a batch: forget anything accumulated by a batch that was rolled back."""
@@ -216,37 +292,92 @@ class ViewProjection(Projection[View]):
             )
         return applied
 
+    REBUILD_BATCH = 2000  # events a rebuild applies, and commits, at a time
+    SWAP_GAP = 2000  # at most this many events behind the head, the rebuild takes the lock and swaps
+    SWAP_TRIES = 5  # a swap that waits too long for a lock (readers, a deadlock) gives up and comes again
+
     def rebuild(self, recorder: Any, decode: Callable[[Any], Any],
                 progress: Callable[[int, int], None] | None = None, keys: Any = None) -> int:
-        """Clear the view and replay every event into it in one transaction: readers see the old view
-        until the new one is complete, and every runner or worker of this projection waits meanwhile."""
-        head = recorder.max_notification_id() or 0
-        applied = 0
-        with self.view.datastore.transaction(commit=True) as curs:
-            self.view.lock_position(curs)
-            curs.execute("SELECT 1 FROM engram_partition_tracking WHERE projection = %s FOR UPDATE", (self.name,))
-            self.view.clear(curs)
-            self.cleared(curs)
-            curs.execute("DELETE FROM engram_quarantine WHERE projection = %s", (self.name,))
-            position = 0
-            while position < head:
-                notes = recorder.select_notifications(start=position, limit=1000, stop=head,
-                                                      inclusive_of_start=False)
-                if not notes:
+        """Replay every event into fresh tables beside the view, then swap them in (ADR 0034).
+
+        The new tables live in a schema of their own (`View.shadow`), with the view's DDL and names, so
+        the projection's own statements write there when that schema comes first in the search path.
+        They fill in batches, each committed, while the old view keeps serving reads and keeps being
+        updated by writes. Then, in one short transaction holding the view's tracking row (and, in
+        distributed mode, its partition rows): the last events are applied, the old tables are dropped
+        and the new ones moved in. A crash before that leaves the old view as it was; the next rebuild
+        drops what the crashed one left. Returns how many events were applied."""
+        view = self.view
+        with view.datastore.transaction(commit=True) as curs:
+            view.create_shadow(curs)
+        position = applied = 0
+        quarantined: set[int] = set()
+        for attempt in range(self.SWAP_TRIES + 1):
+            while True:  # fill, each batch committed, until close enough to the head to swap briefly
+                head = recorder.max_notification_id() or 0
+                if head - position <= self.SWAP_GAP:
                     break
-                with prefetched(keys, notes):
-                    items = [(decode(n), Tracking(APPLICATION, n.id)) for n in notes]
-                    applied += self._apply_after(curs, position, items)
-                position = notes[-1].id
-                if progress is not None:
-                    progress(position, head)
-            self.view.set_position(curs, head)
-            curs.execute(
-                "UPDATE engram_partition_tracking SET notification_id = greatest(notification_id, %s) "
-                "WHERE projection = %s",
-                (head, self.name),
-            )
-        return applied
+                position, n = self._replay(recorder, decode, keys, position, head, progress, quarantined)
+                applied += n
+            seen = set(quarantined)  # what a swap that fails and rolls back set aside is not kept
+            started = time.monotonic()
+            try:
+                with view.datastore.transaction(commit=True) as curs:
+                    curs.execute("SET LOCAL lock_timeout = '2s'")  # never stall readers and writers for long
+                    live = view.lock_position(curs)
+                    curs.execute("SELECT 1 FROM engram_partition_tracking WHERE projection = %s FOR UPDATE",
+                                 (self.name,))
+                    head = max(recorder.max_notification_id() or 0, live)  # nothing can be applied past it now
+                    _, n = self._replay(recorder, decode, keys, position, head, progress, seen, curs=curs)
+                    view.swap_in(curs)
+                    # set aside again by this replay, or gone: an event the new view applied is no longer
+                    curs.execute("DELETE FROM engram_quarantine WHERE projection = %s "
+                                 "AND NOT (notification_id = ANY(%s))", (self.name, sorted(seen)))
+                    view.set_position(curs, head)
+                    curs.execute(
+                        "UPDATE engram_partition_tracking SET notification_id = greatest(notification_id, %s) "
+                        "WHERE projection = %s",
+                        (head, self.name),
+                    )
+            except (DatabaseTimeout, DeadlockDetected):
+                if attempt == self.SWAP_TRIES:
+                    raise
+                log.warning("rebuild of %s: the swap waited too long for a lock; trying again", self.name)
+                continue
+            applied += n
+            log.info("rebuild of %s swapped in at position %d: %d events applied under the lock, held %.0f ms",
+                     self.name, head, n, (time.monotonic() - started) * 1000)
+            if progress is not None:
+                progress(head, head)
+            return applied
+        raise AssertionError("unreachable")
+
+    def _replay(self, recorder: Any, decode: Callable[[Any], Any], keys: Any, position: int, head: int,
+                progress: Callable[[int, int], None] | None, quarantined: set[int],
+                curs: Cursor[Any] | None = None) -> tuple[int, int]:
+        """Apply the events after `position` up to `head` to the shadow tables: each batch in its own
+        committed transaction, or all in `curs` (the swap's). Returns the new position and how many."""
+        applied = 0
+        while position < head:
+            notes = recorder.select_notifications(start=position, limit=self.REBUILD_BATCH, stop=head,
+                                                  inclusive_of_start=False)
+            if not notes:
+                break
+            with prefetched(keys, notes):
+                items = [(decode(n), Tracking(APPLICATION, n.id)) for n in notes]
+                if curs is not None:
+                    self.view.use_shadow(curs)
+                    applied += self._apply_after(curs, position, items, quarantined)
+                else:
+                    with self.view.datastore.transaction(commit=True) as batch:
+                        # lost in a crash, this batch would be dropped with the rest of the shadow anyway
+                        batch.execute("SET LOCAL synchronous_commit = off")
+                        self.view.use_shadow(batch)
+                        applied += self._apply_after(batch, position, items, quarantined)
+            position = notes[-1].id
+            if progress is not None and curs is None:
+                progress(position, head)
+        return max(position, head), applied
 
 
 class ProjectorRunner:

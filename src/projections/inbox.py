@@ -61,10 +61,6 @@ class InboxProjection(ViewProjection):
         self.index = index
         self.purge = purge
 
-    def cleared(self, curs: Cursor[Any]) -> None:
-        if self.purge is not None:
-            self.purge.withdraw(curs, (INBOX,))
-
     def _report(self, curs: Cursor[Any], forget_id: str, memory_id: Any, at: datetime, position: int) -> None:
         """The inbox copy of a forgotten memory: purged when no receipt produced it, or when the
         receipt it came from has its payload cleared (its key destroyed, in the forget's transaction)."""

@@ -23,7 +23,7 @@ from engram.domain.insight import CORRECTED, FORGOTTEN, INVALIDATED, LIVE, Insig
 from engram.domain.memory import Memory
 from engram.domain.settings import PersonSettings
 
-from .base import View, ViewProjection
+from .base import View, ViewProjection, difference, write_rows
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_insights (
@@ -91,6 +91,16 @@ class InsightProjection(ViewProjection):
         self._batch = threading.local()
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
+        """Noted for `flush`, which applies the batch: memories' events to rows read once and written
+        back as the difference; every other event, and a memory event an insight rests on, by its own
+        statements, after what came before it is written (ADR 0034)."""
+        pending: list[Any] | None = getattr(self._batch, "pending", None)
+        if pending is None:
+            pending = self._batch.pending = []
+        pending.append(event)
+
+    def _apply_one(self, curs: Cursor[Any], event: Any) -> None:
+        """One event, by its own statements."""
         if isinstance(event, Insight.Event):
             handler = getattr(self, "on_insight_" + type(event).__name__, None)
         elif isinstance(event, Memory.Event):
@@ -177,7 +187,7 @@ class InsightProjection(ViewProjection):
         if owner is not None and status == "confirmed":
             self._work(curs, owner["company"], owner["person"], at)
 
-    def _work(self, curs: Cursor[Any], company: str, person: str, at: Any) -> None:
+    def _work(self, curs: Cursor[Any] | None, company: str, person: str, at: Any) -> None:
         """Noted per batch and written in `flush`: one person's memories sit on several partitions, so
         workers write these shared rows once per batch, in one order, and never wait on each other in a cycle."""
         pending = getattr(self._batch, "work", None)
@@ -188,8 +198,26 @@ class InsightProjection(ViewProjection):
 
     def begin(self) -> None:
         self._batch.work = {}
+        self._batch.pending = []
 
     def flush(self, curs: Cursor[Any]) -> None:
+        events: list[Any] = getattr(self._batch, "pending", None) or []
+        self._batch.pending = []
+        rows: _MemoryRows | None = None
+        for e in events:
+            if isinstance(e, Memory.Event) and type(e).__name__ in _STATUS:
+                if rows is None:
+                    ids = [m.originator_id for m in events if isinstance(m, Memory.Event)]
+                    rows = _MemoryRows.read(curs, list(dict.fromkeys(ids)))
+                if not rows.rests_on(e):
+                    self._memory_event(rows, e)
+                    continue
+            if rows is not None:  # its statements read the table: it has what came before
+                rows.write(curs)
+                rows = None
+            self._apply_one(curs, e)
+        if rows is not None:
+            rows.write(curs)
         pending = getattr(self._batch, "work", None) or {}
         self._batch.work = {}
         if pending:
@@ -197,6 +225,25 @@ class InsightProjection(ViewProjection):
                 "INSERT INTO engram_insight_work (company, person, changed_at) VALUES (%s, %s, %s) "
                 "ON CONFLICT (company, person) DO UPDATE SET changed_at = greatest(engram_insight_work.changed_at, "
                 "EXCLUDED.changed_at)", [(c, p, at) for (c, p), at in sorted(pending.items())])
+
+    def _memory_event(self, rows: _MemoryRows, e: Memory.Event) -> None:
+        """A memory's event no insight rests on: its row's new state, and the proposers' work."""
+        status = _STATUS[type(e).__name__]
+        memory_id = e.originator_id
+        row = rows.memories.get(memory_id)
+        if isinstance(e, Memory.Created):
+            if row is None:
+                rows.memories[memory_id] = {"memory_id": memory_id, "company": e.company, "person": e.person,
+                                            "status": status, "revision": 1}
+            if status == "confirmed":
+                self._work(None, e.company, e.person, e.timestamp)
+            return
+        if row is None:
+            return
+        revision = e.revision if isinstance(e, Memory.Corrected) else row["revision"]
+        rows.memories[memory_id] = {**row, "status": status, "revision": revision}
+        if status == "confirmed":
+            self._work(None, row["company"], row["person"], e.timestamp)
 
     def _created(self, curs: Cursor[Any], e: Memory.Created, status: str) -> None:
         curs.execute("INSERT INTO engram_insight_memories (memory_id, company, person, status, revision) "
@@ -245,6 +292,46 @@ class InsightProjection(ViewProjection):
             f"WHERE {where} AND status = ANY(%s)",
             (reason, at, value, list(LIVE)),
         )
+
+
+# Each memory event's status for this view, and which of them this view applies set-based.
+_STATUS = {"Remembered": "confirmed", "Proposed": "pending_review", "Confirmed": "confirmed",
+           "Corrected": "confirmed", "Forgotten": "forgotten", "Rejected": "rejected", "Expired": "expired"}
+MEMORY_COLUMNS = ("memory_id", "company", "person", "status", "revision")
+
+
+class _MemoryRows:
+    """A batch's memories as this view knows them (ids, owner, status, revision) and the insights
+    resting on each: read once, changed in Python, written back as the difference."""
+
+    def __init__(self, memories: dict[Any, dict[str, Any]], evidence: dict[Any, list[int]]) -> None:
+        self.memories = memories
+        self.read_memories = dict(memories)
+        self.evidence = evidence  # memory id -> the revisions insights cite
+
+    @classmethod
+    def read(cls, curs: Cursor[Any], ids: list[Any]) -> _MemoryRows:
+        curs.execute(f"SELECT {', '.join(MEMORY_COLUMNS)} FROM engram_insight_memories WHERE memory_id = ANY(%s)",
+                     (ids,))
+        memories = {r["memory_id"]: r for r in curs.fetchall()}
+        curs.execute("SELECT memory_id, revision FROM engram_insight_evidence WHERE memory_id = ANY(%s)", (ids,))
+        evidence: dict[Any, list[int]] = {}
+        for r in curs.fetchall():
+            evidence.setdefault(r["memory_id"], []).append(r["revision"])
+        return cls(memories, evidence)
+
+    def rests_on(self, e: Memory.Event) -> bool:
+        """Does an insight this event changes rest on its memory (its statements then invalidate it)?"""
+        cited = self.evidence.get(e.originator_id, [])
+        if isinstance(e, Memory.Corrected):
+            return any(revision < e.revision for revision in cited)
+        return bool(cited) and isinstance(e, Memory.Forgotten)
+
+    def write(self, curs: Cursor[Any]) -> None:
+        went, new = difference(self.memories, self.read_memories)
+        write_rows(curs, "engram_insight_memories", MEMORY_COLUMNS, new, [(m,) for m in went],
+                   (("memory_id", "uuid"),))
+        self.read_memories = dict(self.memories)
 
 
 _MEMORY_STATE = (

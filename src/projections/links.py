@@ -11,6 +11,7 @@ blinded messages.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
@@ -22,7 +23,7 @@ from engram.adapters.blind_index import BlindIndex
 from engram.domain.links import CORRECTED, EXPIRED, FORGOTTEN, REJECTED, Citation, Link, co_mention
 from engram.domain.memory import Memory
 
-from .base import View, ViewProjection
+from .base import View, ViewProjection, difference, write_nested, write_rows
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_link_memories (
@@ -81,36 +82,85 @@ class LinksView(View):
 
 
 class LinksProjection(ViewProjection):
+    """Set-based (ADR 0034): `apply` notes each memory event; `flush` reads the memories a batch touches
+    in two statements, applies creations and corrections to those rows in Python, and writes what
+    changed. A closing event needs the other memories' citations as the table holds them: what came
+    before it is written first, and it is applied by its statements, as it always was."""
+
     name = "links"
     view_class = LinksView
 
     def __init__(self, view: View, index: BlindIndex) -> None:
         super().__init__(view)
         self.index = index
+        self._batch = threading.local()
 
     def _messages(self, company: str, person: str, evidence: Iterable[dict[str, Any]]) -> list[str]:
         keys = {self.index.message(company, person, item.get("source") or {}) for item in evidence}
         return sorted(k for k in keys if k)
 
     def apply(self, curs: Cursor[Any], e: Any, tracking: Tracking) -> None:
-        if isinstance(e, Memory.Created):
-            curs.execute(
-                "INSERT INTO engram_link_memories (memory_id, company, person, version) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT DO NOTHING",
-                (e.originator_id, e.company, e.person, e.originator_version),
-            )
-            if curs.rowcount and e.evidence is not None:  # None: its key was gone before this view saw it
-                self._cite(curs, e.originator_id, e.originator_version, e.company, e.person, e.evidence,
-                           e.timestamp)
+        if isinstance(e, (Memory.Created, Memory.Corrected, Memory.Forgotten, Memory.Rejected, Memory.Expired)):
+            self._pending().append(e)
+
+    def _pending(self) -> list[Any]:
+        pending: list[Any] | None = getattr(self._batch, "pending", None)
+        if pending is None:
+            pending = self._batch.pending = []
+        return pending
+
+    def begin(self) -> None:
+        self._batch.pending = []
+
+    def flush(self, curs: Cursor[Any]) -> None:
+        pending = self._pending()
+        self._batch.pending = []
+        if not pending:
             return
-        if isinstance(e, (Memory.Corrected, Memory.Forgotten, Memory.Rejected, Memory.Expired)):
-            owner = self._advance(curs, e)
-            if owner is None:
-                return  # applied before
-            if isinstance(e, Memory.Corrected):
-                self._corrected(curs, e, owner["company"], owner["person"])
+        rows = _LinkRows.read(curs, list(dict.fromkeys(e.originator_id for e in pending)))
+        for e in pending:
+            if isinstance(e, Memory.Created):
+                self._created(rows, e)
+            elif isinstance(e, Memory.Corrected):
+                owner = rows.advance(e)
+                if owner is not None:
+                    self._corrected(rows, e, owner["company"], owner["person"])
             else:
-                self._closed(curs, e.originator_id, e.timestamp, CLOSING[type(e)])
+                rows.write(curs)  # the table as the events before this one left it
+                owner = self._advance(curs, e)
+                if owner is not None:
+                    self._closed(curs, e.originator_id, e.timestamp, CLOSING[type(e)])
+                rows.closed(e, owner is not None)
+        rows.write(curs)
+
+    def _created(self, rows: _LinkRows, e: Memory.Created) -> None:
+        if e.originator_id in rows.memories:
+            return
+        rows.memories[e.originator_id] = {"memory_id": e.originator_id, "company": e.company, "person": e.person,
+                                          "version": e.originator_version}
+        if e.evidence is not None:  # None: its key was gone before this view saw it
+            self._cite(rows, e.originator_id, e.originator_version, e.company, e.person, e.evidence, e.timestamp)
+
+    def _cite(self, rows: _LinkRows, memory_id: UUID, version: int, company: str, person: str,
+              evidence: Iterable[dict[str, Any]], at: Any) -> None:
+        keys = self._messages(company, person, evidence)
+        cited = rows.cites(memory_id)
+        if keys and version not in cited:
+            cited[version] = {"memory_id": memory_id, "version": version, "company": company, "person": person,
+                              "message_keys": keys, "cited_from": at, "cited_to": None, "reason": None}
+
+    def _corrected(self, rows: _LinkRows, e: Memory.Corrected, company: str, person: str) -> None:
+        """A correction citing other messages (or none) ends the links of the messages it no longer cites."""
+        if e.evidence is None:  # corrections made before they carried evidence: the evidence stays
+            return
+        keys = self._messages(company, person, e.evidence)
+        cited = rows.cites(e.originator_id)
+        current = [c for c in cited.values() if c["cited_to"] is None]
+        if current and sorted(current[0]["message_keys"] or []) == keys:
+            return  # the same message: its links go on
+        for c in current:
+            cited[c["version"]] = {**c, "cited_to": e.timestamp, "reason": CORRECTED}
+        self._cite(rows, e.originator_id, e.originator_version, company, person, e.evidence, e.timestamp)
 
     def _advance(self, curs: Cursor[Any], e: Memory.Event) -> dict[str, Any] | None:
         """Note the memory's event as applied; None when it was already (or its creation never was)."""
@@ -120,30 +170,6 @@ class LinksProjection(ViewProjection):
             (e.originator_version, e.originator_id, e.originator_version),
         )
         return curs.fetchone()
-
-    def _cite(self, curs: Cursor[Any], memory_id: UUID, version: int, company: str, person: str,
-              evidence: Iterable[dict[str, Any]], at: Any) -> None:
-        keys = self._messages(company, person, evidence)
-        if keys:
-            curs.execute(
-                "INSERT INTO engram_link_citations (memory_id, version, company, person, message_keys, cited_from) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (memory_id, version, company, person, keys, at),
-            )
-
-    def _corrected(self, curs: Cursor[Any], e: Memory.Corrected, company: str, person: str) -> None:
-        """A correction citing other messages (or none) ends the links of the messages it no longer cites."""
-        if e.evidence is None:  # corrections made before they carried evidence: the evidence stays
-            return
-        keys = self._messages(company, person, e.evidence)
-        curs.execute("SELECT version, message_keys FROM engram_link_citations "
-                     "WHERE memory_id = %s AND cited_to IS NULL", (e.originator_id,))
-        current = curs.fetchone()
-        if current is not None and sorted(current["message_keys"] or []) == keys:
-            return  # the same message: its links go on
-        curs.execute("UPDATE engram_link_citations SET cited_to = %s, reason = %s WHERE memory_id = %s "
-                     "AND cited_to IS NULL", (e.timestamp, CORRECTED, e.originator_id))
-        self._cite(curs, e.originator_id, e.originator_version, company, person, e.evidence, e.timestamp)
 
     def _closed(self, curs: Cursor[Any], memory_id: UUID, at: Any, reason: str) -> None:
         """Its key is gone: its links end now and are kept as they were, and its citations go with their
@@ -158,6 +184,65 @@ class LinksProjection(ViewProjection):
                  link.invalidated_at, link.reason),
             )
         curs.execute("DELETE FROM engram_link_citations WHERE memory_id = %s", (memory_id,))
+
+
+MEMORY_COLUMNS = ("memory_id", "company", "person", "version")
+CITATION_COLUMNS = ("memory_id", "version", "company", "person", "message_keys", "cited_from", "cited_to", "reason")
+
+
+class _LinkRows:
+    """A batch's memories as the links view holds them: read once, changed in Python, written back as
+    the difference. Rows are replaced, never changed in place: what is not the row read gets written."""
+
+    def __init__(self, memories: dict[Any, dict[str, Any]], citations: dict[Any, dict[int, dict[str, Any]]]) -> None:
+        self.memories = memories
+        self.citations = citations
+        self._written()
+
+    def _written(self) -> None:
+        self.read_memories = dict(self.memories)
+        self.read_citations = {m: dict(c) for m, c in self.citations.items()}
+
+    @classmethod
+    def read(cls, curs: Cursor[Any], ids: list[Any]) -> _LinkRows:
+        curs.execute(f"SELECT {', '.join(MEMORY_COLUMNS)} FROM engram_link_memories WHERE memory_id = ANY(%s)",
+                     (ids,))
+        memories = {r["memory_id"]: r for r in curs.fetchall()}
+        citations: dict[Any, dict[int, dict[str, Any]]] = {}
+        if memories:
+            curs.execute(f"SELECT {', '.join(CITATION_COLUMNS)} FROM engram_link_citations "
+                         "WHERE memory_id = ANY(%s)", (list(memories),))
+            for r in curs.fetchall():
+                citations.setdefault(r["memory_id"], {})[r["version"]] = r
+        return cls(memories, citations)
+
+    def cites(self, memory_id: Any) -> dict[int, dict[str, Any]]:
+        return self.citations.setdefault(memory_id, {})
+
+    def advance(self, e: Memory.Event) -> dict[str, Any] | None:
+        """The memory's row, its version moved to this event's; None when applied before (or never created)."""
+        row = self.memories.get(e.originator_id)
+        if row is None or row["version"] >= e.originator_version:
+            return None
+        row = self.memories[e.originator_id] = {**row, "version": e.originator_version}
+        return row
+
+    def closed(self, e: Memory.Event, advanced: bool) -> None:
+        """A closing event was applied by its statements: the rows are what they left."""
+        row = self.memories.get(e.originator_id)
+        if advanced and row is not None:
+            self.memories[e.originator_id] = self.read_memories[e.originator_id] = {
+                **row, "version": e.originator_version}
+            self.citations[e.originator_id] = {}
+            self.read_citations[e.originator_id] = {}
+
+    def write(self, curs: Cursor[Any]) -> None:
+        """Rows that changed deleted by key, then every new and changed row in one COPY per table."""
+        write_nested(curs, "engram_link_citations", CITATION_COLUMNS, self.citations, self.read_citations,
+                     (("memory_id", "uuid"), ("version", "int")))
+        went, new = difference(self.memories, self.read_memories)
+        write_rows(curs, "engram_link_memories", MEMORY_COLUMNS, new, [(m,) for m in went], (("memory_id", "uuid"),))
+        self._written()
 
 
 class LinkQueries:

@@ -72,12 +72,6 @@ class PurgeTracker:
             (forget_id, copy, evidence, at),
         )
 
-    def withdraw(self, curs: Cursor[Any], copies: tuple[str, ...], *, requests: bool = False) -> None:
-        """A reporter's view is being rebuilt: its reports go, and the replay makes them again."""
-        curs.execute("DELETE FROM engram_purge_copies WHERE copy = ANY(%s)", (list(copies),))
-        if requests:
-            curs.execute("DELETE FROM engram_forgets")
-
     def vacuum_views(self, at: datetime, limit: int = 10_000) -> int:
         """Reclaim the dead row versions purged views leave behind, then note it in their copies'
         evidence. Those versions hold only ciphertext under destroyed keys; this makes them go too.

@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
@@ -29,7 +30,7 @@ from engram.domain.memory import (
     tags_of,
 )
 
-from .base import View, ViewProjection
+from .base import View, ViewProjection, difference, write_nested, write_rows
 from .purge import EVENT_STORE, KAFKA, RECALL_VIEW, PurgeTracker
 
 DDL = """
@@ -158,9 +159,53 @@ class RecallView(View):
     )
 
 
+MEMORY_COLUMNS = ("memory_id", "company", "person", "visibility", "team", "sealed_source", "source_blind", "status",
+                  "review", "revision", "sealed_text", "sealed_evidence", "valid_from", "valid_to", "time_uncertain",
+                  "created_at", "updated_at", "forget_id", "occurred_at", "asks", "sealed_tags", "tag_terms")
+REVISION_COLUMNS = ("memory_id", "revision", "company", "person", "visibility", "team", "source_blind", "valid_from",
+                    "valid_to", "mode", "time_uncertain", "at", "is_answer", "answer_from", "answer_to", "sealed_text",
+                    "sealed_evidence", "doc_len")
+TERM_COLUMNS = ("company", "person", "term", "memory_id", "revision", "tf", "doc_len", "visibility", "team",
+                "source_blind", "answer_from", "answer_to")
+
+
+class _Rows:
+    """One batch's memories as the view holds them: read once, changed in Python event by event, then
+    written back as the difference (ADR 0034). Rows are replaced, never changed in place, so the rows
+    read stay as they were and what differs from them is what gets written."""
+
+    def __init__(self, memories: dict[Any, dict[str, Any]], revisions: dict[Any, dict[int, dict[str, Any]]],
+                 term_rows: dict[Any, int]) -> None:
+        self.memories = memories
+        self.revisions = revisions
+        self.read_memories = dict(memories)
+        self.read_revisions = {m: dict(revs) for m, revs in revisions.items()}
+        self.term_rows = term_rows  # term rows in the table, of the memories a batch closes
+        self.cleared: set[Any] = set()  # memories whose term rows in the table go
+        self.plain: dict[tuple[Any, int], tuple[bytes, str]] = {}  # texts in hand: (memory, revision) -> (sealed, text)
+
+    def revs(self, memory_id: Any) -> dict[int, dict[str, Any]]:
+        return self.revisions.setdefault(memory_id, {})
+
+    def write(self, curs: Cursor[Any]) -> None:
+        """What the batch changed: rows that went or changed deleted by key, then every new and changed
+        row in one COPY per table; the term rows of memories whose answers were recomputed deleted."""
+        if self.cleared:
+            curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = ANY(%s)", (list(self.cleared),))
+        write_nested(curs, "engram_recall_revisions", REVISION_COLUMNS, self.revisions, self.read_revisions,
+                     (("memory_id", "uuid"), ("revision", "int")))
+        went, new = difference(self.memories, self.read_memories)
+        write_rows(curs, "engram_memories", MEMORY_COLUMNS, new, [(m,) for m in went], (("memory_id", "uuid"),))
+
+
 class RecallProjection(ViewProjection):
+    """Set-based: `apply` notes each event, `flush` reads every memory the batch touches in two
+    statements, applies the events to those rows in Python, in order, and writes what changed (deletes
+    by key, then one COPY per table). The rows are those the statement-per-event version wrote."""
+
     name = "recall"
     view_class = RecallView
+    TERM_COLUMNS = TERM_COLUMNS
 
     def __init__(self, view: View, keys: KeyStore, index: BlindIndex, purge: PurgeTracker) -> None:
         super().__init__(view)
@@ -168,124 +213,144 @@ class RecallProjection(ViewProjection):
         self.index = index
         self.purge = purge
         self._batch = threading.local()
+        self._zone: Any = None
 
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         if not isinstance(event, Memory.Event):  # other aggregates' events share these names (Confirmed, ...)
             return
         handler = getattr(self, "on_" + type(event).__name__, None)
         if handler is not None:
-            handler(curs, event, tracking)
+            self._pending().append((event.originator_id, handler, event, tracking))
 
-    # -- events ---------------------------------------------------------------
+    def _pending(self) -> list[tuple[Any, Any, Any, Any]]:
+        """(memory id, handler, event, tracking) of each event of the batch, in order."""
+        pending: list[tuple[Any, Any, Any, Any]] | None = getattr(self._batch, "pending", None)
+        if pending is None:
+            pending = self._batch.pending = []
+        return pending
 
-    def _created(self, curs: Cursor[Any], e: Memory.Created, status: str, review: str) -> None:
+    # -- events, applied to the batch's rows ----------------------------------------------------------
+
+    def _created(self, curs: Cursor[Any], rows: _Rows, e: Memory.Created, status: str, review: str) -> None:
         key = self.keys.get(e.originator_id) if e.text is not None else None
         tags = tags_of(e)
-        sealed_text = seal_for_view(key, e.originator_id, "text", e.text) if key else None
-        sealed_evidence = seal_for_view(key, e.originator_id, "evidence", e.evidence) if key else None
-        # The source only sealed, and its id blinded for the queries that filter on it (ADR 0019).
-        source = e.source if key else None
-        sealed_source = seal_for_view(key, e.originator_id, "source", source) if key and source else None
-        blind = self.index.source(e.company, source["id"]) if source and source.get("id") else None
+        memory_id = e.originator_id
         said = said_at(e.evidence) if key else None
-        curs.execute(
-            "INSERT INTO engram_memories (memory_id, company, person, visibility, team, sealed_source, "
-            "source_blind, status, review, revision, sealed_text, sealed_evidence, valid_from, valid_to, "
-            "time_uncertain, created_at, updated_at, occurred_at, asks, sealed_tags, tag_terms) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,1,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (memory_id) DO NOTHING",
-            (
-                e.originator_id, e.company, e.person, e.visibility, e.team, sealed_source, blind, status,
-                review, sealed_text, sealed_evidence, e.valid_from, e.valid_to, e.valid_from is None,
-                e.timestamp, e.timestamp, said, asks(e.text) if key else False,
-                seal_for_view(key, e.originator_id, "tags", tags) if key and tags else None,
-                self.index.tags(e.company, tags) if key else [],
-            ),
-        )
-        fresh = curs.rowcount == 1  # else a re-delivery: the rows may have moved on since
+        readable(e.valid_from, e.valid_to, said)  # what reading the row back would refuse
+        fresh = memory_id not in rows.memories  # else a re-delivery: the rows may have moved on since
+        sealed_text = seal_for_view(key, memory_id, "text", e.text) if key else None
+        sealed_evidence = seal_for_view(key, memory_id, "evidence", e.evidence) if key else None
+        if fresh:
+            # The source only sealed, and its id blinded for the queries that filter on it (ADR 0019).
+            source = e.source if key else None
+            rows.memories[memory_id] = {
+                "memory_id": memory_id, "company": e.company, "person": e.person, "visibility": e.visibility,
+                "team": e.team,
+                "sealed_source": seal_for_view(key, memory_id, "source", source) if key and source else None,
+                "source_blind": self.index.source(e.company, source["id"]) if source and source.get("id") else None,
+                "status": status, "review": review, "revision": 1, "sealed_text": sealed_text,
+                "sealed_evidence": sealed_evidence,
+                "valid_from": e.valid_from, "valid_to": e.valid_to, "time_uncertain": e.valid_from is None,
+                "created_at": e.timestamp, "updated_at": e.timestamp, "forget_id": None,
+                "occurred_at": self._as_read(said), "asks": asks(e.text) if key else False,
+                "sealed_tags": seal_for_view(key, memory_id, "tags", tags) if key and tags else None,
+                "tag_terms": self.index.tags(e.company, tags) if key else [],
+            }
         if status == CONFIRMED and fresh and key is not None and e.text is not None:
             # A new memory, remembered at once: its only revision answers for its whole valid time. Written
             # as such from the text in hand; nothing to read back, unseal or undo first.
-            readable(e.valid_from, e.valid_to, said)
             counts = self.index.term_counts(e.company, e.text, said.date() if said else None)
             answer = Answer(e.valid_from, e.valid_to, sum(counts.values()))
-            self._insert_revision(curs, e.originator_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
-                                  e.timestamp, e.text, key, e.evidence, answer)
-            self._insert_terms(curs, e.company, e.person, e.visibility, e.team, blind, e.originator_id, 1, answer,
-                               counts)
-            self._add_answers(e.company, e.person, 1, answer.doc_len)
+            row = self._insert_revision(rows, memory_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
+                                        e.timestamp, sealed_text, sealed_evidence if e.evidence else None, answer)
+            if row is not None:
+                self._insert_terms(row, answer, counts)
+                self._add_answers(e.company, e.person, 1, answer.doc_len)
             return
-        self._insert_revision(curs, e.originator_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
-                              e.timestamp, e.text, key, e.evidence)
+        row = self._insert_revision(rows, memory_id, 1, e.valid_from, e.valid_to, None, e.valid_from is None,
+                                    e.timestamp, sealed_text if fresh else self._seal(key, memory_id, e.text),
+                                    sealed_evidence if e.evidence else None)
+        if row is not None and fresh and e.text is not None and row["sealed_text"] is not None:
+            rows.plain[(memory_id, 1)] = (row["sealed_text"], e.text)
         if status == CONFIRMED:
-            self._refresh_answers(curs, e.originator_id, key, {1: e.text} if fresh else None)
+            self._refresh(rows, memory_id, key)
 
-    def on_Remembered(self, curs: Cursor[Any], e: Memory.Remembered, t: Tracking) -> None:
-        self._created(curs, e, CONFIRMED, "normal")
+    def on_Remembered(self, curs: Cursor[Any], rows: _Rows, e: Memory.Remembered, t: Tracking) -> None:
+        self._created(curs, rows, e, CONFIRMED, "normal")
 
-    def on_Proposed(self, curs: Cursor[Any], e: Memory.Proposed, t: Tracking) -> None:
-        self._created(curs, e, PENDING, e.review)
+    def on_Proposed(self, curs: Cursor[Any], rows: _Rows, e: Memory.Proposed, t: Tracking) -> None:
+        self._created(curs, rows, e, PENDING, e.review)
 
-    def on_Confirmed(self, curs: Cursor[Any], e: Memory.Confirmed, t: Tracking) -> None:
-        key = self.keys.get(e.originator_id)
+    def on_Confirmed(self, curs: Cursor[Any], rows: _Rows, e: Memory.Confirmed, t: Tracking) -> None:
+        memory_id = e.originator_id
+        key = self.keys.get(memory_id)
+        memory = rows.memories.get(memory_id)
+        if memory is None:
+            return
+        changes: dict[str, Any] = {"status": CONFIRMED, "updated_at": e.timestamp}
         if e.edited and e.text is not None and key is not None:
-            sealed = seal_for_view(key, e.originator_id, "text", e.text)
-            curs.execute("UPDATE engram_memories SET sealed_text = %s, asks = %s WHERE memory_id = %s",
-                         (sealed, asks(e.text), e.originator_id))
-            curs.execute(
-                "UPDATE engram_recall_revisions SET sealed_text = %s WHERE memory_id = %s AND revision = 1",
-                (sealed, e.originator_id),
-            )
-        self._set_status(curs, e, CONFIRMED)
-        self._refresh_answers(curs, e.originator_id, key, {1: e.text} if e.edited and e.text is not None else None)
+            sealed = seal_for_view(key, memory_id, "text", e.text)
+            changes.update(sealed_text=sealed, asks=asks(e.text))
+            first = rows.revs(memory_id).get(1)
+            if first is not None:
+                rows.revs(memory_id)[1] = {**first, "sealed_text": sealed}
+                rows.plain[(memory_id, 1)] = (sealed, e.text)
+        rows.memories[memory_id] = {**memory, **changes}
+        self._refresh(rows, memory_id, key)
 
-    def on_Rejected(self, curs: Cursor[Any], e: Memory.Rejected, t: Tracking) -> None:
+    def on_Rejected(self, curs: Cursor[Any], rows: _Rows, e: Memory.Rejected, t: Tracking) -> None:
         """Rejected and expired candidates are purged like forgotten memories, with their own purge id."""
-        self._purge(curs, e, t, REJECTED, e.timestamp)
+        self._purge(curs, rows, e, t, REJECTED, e.timestamp)
 
-    def on_Expired(self, curs: Cursor[Any], e: Memory.Expired, t: Tracking) -> None:
-        self._purge(curs, e, t, EXPIRED, e.key_destroyed_at or e.timestamp)
+    def on_Expired(self, curs: Cursor[Any], rows: _Rows, e: Memory.Expired, t: Tracking) -> None:
+        self._purge(curs, rows, e, t, EXPIRED, e.key_destroyed_at or e.timestamp)
 
-    def on_Corrected(self, curs: Cursor[Any], e: Memory.Corrected, t: Tracking) -> None:
-        key = self.keys.get(e.originator_id) if e.text is not None else None
-        evidence = seal_for_view(key, e.originator_id, "evidence", e.evidence) if key and e.evidence else None
-        curs.execute(
-            "UPDATE engram_memories SET revision = %s, sealed_text = %s, valid_from = %s, valid_to = %s, "
-            "sealed_evidence = coalesce(%s, sealed_evidence), asks = %s, "
-            "time_uncertain = (%s::timestamptz IS NULL AND time_uncertain), updated_at = %s WHERE memory_id = %s "
-            "RETURNING time_uncertain",
-            (
-                e.revision,
-                seal_for_view(key, e.originator_id, "text", e.text) if key else None,
-                e.valid_from, e.valid_to, evidence, asks(e.text), e.valid_from, e.timestamp, e.originator_id,
-            ),
-        )
-        row = curs.fetchone()
-        self._insert_revision(curs, e.originator_id, e.revision, e.valid_from, e.valid_to, e.mode,
-                              bool(row and row["time_uncertain"]), e.timestamp, e.text, key, e.evidence)
-        self._refresh_answers(curs, e.originator_id, key, {e.revision: e.text})
+    def on_Corrected(self, curs: Cursor[Any], rows: _Rows, e: Memory.Corrected, t: Tracking) -> None:
+        memory_id = e.originator_id
+        key = self.keys.get(memory_id) if e.text is not None else None
+        memory = rows.memories.get(memory_id)
+        if memory is not None:
+            readable(e.valid_from, e.valid_to)
+            sealed = seal_for_view(key, memory_id, "text", e.text) if key else None
+            evidence = seal_for_view(key, memory_id, "evidence", e.evidence) if key and e.evidence else None
+            uncertain = e.valid_from is None and memory["time_uncertain"]
+            rows.memories[memory_id] = {
+                **memory, "revision": e.revision, "sealed_text": sealed, "valid_from": e.valid_from,
+                "valid_to": e.valid_to, "sealed_evidence": evidence or memory["sealed_evidence"],
+                "asks": asks(e.text), "time_uncertain": uncertain, "updated_at": e.timestamp,
+            }
+            row = self._insert_revision(rows, memory_id, e.revision, e.valid_from, e.valid_to, e.mode, uncertain,
+                                        e.timestamp, sealed, evidence)
+            if row is not None and sealed is not None and e.text is not None:
+                rows.plain[(memory_id, e.revision)] = (sealed, e.text)
+        self._refresh(rows, memory_id, key)
 
-    def on_Forgotten(self, curs: Cursor[Any], e: Memory.Forgotten, t: Tracking) -> None:
-        self._count_answers(curs, e.originator_id, sign=-1)
-        self._purge(curs, e, t, FORGOTTEN, e.key_destroyed_at)
+    def on_Forgotten(self, curs: Cursor[Any], rows: _Rows, e: Memory.Forgotten, t: Tracking) -> None:
+        answering = [r for r in rows.revs(e.originator_id).values() if r["is_answer"]]
+        if answering and e.originator_id in rows.memories:
+            self._add_answers(answering[0]["company"], answering[0]["person"], -len(answering),
+                              -sum(r["doc_len"] for r in answering))
+        self._purge(curs, rows, e, t, FORGOTTEN, e.key_destroyed_at)
 
-    def _purge(self, curs: Cursor[Any], e: Any, t: Tracking, status: str, key_destroyed_at: Any) -> None:
+    def _purge(self, curs: Cursor[Any], rows: _Rows, e: Any, t: Tracking, status: str, key_destroyed_at: Any) -> None:
         """The memory's rows lose their content; the purge request opens and this view, the event
         store (its key went with the event) and, applied from Kafka, the topic report."""
+        memory_id = e.originator_id
         purge_id = purge_id_of(e)
-        terms = self._delete_terms(curs, e.originator_id)
-        curs.execute("DELETE FROM engram_recall_revisions WHERE memory_id = %s", (e.originator_id,))
-        revisions = curs.rowcount
-        curs.execute(
-            "UPDATE engram_memories SET status = %s, sealed_text = NULL, sealed_evidence = NULL, "
-            "occurred_at = NULL, asks = false, sealed_tags = NULL, tag_terms = '{}', "
-            # source_blind stays: forgetting its source again answers with this memory's forget id (ADR 0019)
-            "sealed_source = NULL, forget_id = %s, updated_at = %s WHERE memory_id = %s RETURNING company, person",
-            (status, e.forget_id if status == FORGOTTEN else None, e.timestamp, e.originator_id),
-        )
-        owner = curs.fetchone()
-        if owner is None:
+        terms = self._delete_terms(rows, memory_id)
+        revisions = len(rows.revs(memory_id))
+        rows.revisions[memory_id] = {}
+        memory = rows.memories.get(memory_id)
+        if memory is None:
             return
-        self.purge.opened(curs, purge_id, e.originator_id, owner["company"], owner["person"], e.timestamp)
+        rows.memories[memory_id] = {
+            **memory, "status": status, "sealed_text": None, "sealed_evidence": None, "occurred_at": None,
+            "asks": False, "sealed_tags": None, "tag_terms": [],
+            # source_blind stays: forgetting its source again answers with this memory's forget id (ADR 0019)
+            "sealed_source": None, "forget_id": e.forget_id if status == FORGOTTEN else None,
+            "updated_at": e.timestamp,
+        }
+        self.purge.opened(curs, purge_id, memory_id, memory["company"], memory["person"], e.timestamp)
         self.purge.purged(
             curs, purge_id, EVENT_STORE,
             "data key destroyed; every stored event of this memory is ciphertext under it",
@@ -306,51 +371,52 @@ class RecallProjection(ViewProjection):
                 key_destroyed_at,
             )
 
-    def cleared(self, curs: Cursor[Any]) -> None:
-        self.purge.withdraw(curs, (EVENT_STORE, RECALL_VIEW), requests=True)
-
     # -- helpers --------------------------------------------------------------
 
-    def _set_status(self, curs: Cursor[Any], e: Any, status: str) -> None:
-        curs.execute(
-            "UPDATE engram_memories SET status = %s, updated_at = %s WHERE memory_id = %s",
-            (status, e.timestamp, e.originator_id),
-        )
+    @staticmethod
+    def _seal(key: bytes | None, memory_id: Any, text: str | None) -> bytes | None:
+        return seal_for_view(key, memory_id, "text", text) if key and text is not None else None
 
-    def _insert_revision(self, curs, memory_id, revision, valid_from, valid_to, mode, uncertain, at, text, key,  # noqa: ANN001
-                         evidence, answer: Answer | None = None) -> None:  # noqa: ANN001
-        curs.execute(
-            "INSERT INTO engram_recall_revisions (memory_id, revision, company, person, visibility, team, "
-            "source_blind, valid_from, valid_to, mode, time_uncertain, at, sealed_text, sealed_evidence, doc_len, "
-            "is_answer, answer_from, answer_to) "
-            "SELECT memory_id, %s, company, person, visibility, team, source_blind, %s, %s, %s, %s, %s, %s, %s, %s, "
-            "%s, %s, %s FROM engram_memories WHERE memory_id = %s ON CONFLICT DO NOTHING",
-            (
-                revision, valid_from, valid_to, mode, uncertain, at,
-                seal_for_view(key, memory_id, "text", text) if key and text is not None else None,
-                seal_for_view(key, memory_id, "evidence", evidence) if key and evidence else None,
-                answer.doc_len if answer else 0, answer is not None,
-                answer.valid_from if answer else None, answer.valid_to if answer else None, memory_id,
-            ),
-        )
+    def _as_read(self, value: datetime | None) -> datetime | None:
+        """A time as the view's rows give it back (in the session's time zone): its day is a term."""
+        return value.astimezone(self._zone) if value is not None and self._zone is not None else value
 
-    TERM_COLUMNS = ("company", "person", "term", "memory_id", "revision", "tf", "doc_len", "visibility", "team",
-                    "source_blind", "answer_from", "answer_to")
+    def _insert_revision(self, rows: _Rows, memory_id: Any, revision: int, valid_from: Any, valid_to: Any,
+                         mode: str | None, uncertain: bool, at: Any, sealed_text: bytes | None,
+                         sealed_evidence: bytes | None, answer: Answer | None = None) -> dict[str, Any] | None:
+        """A revision, its owner and scope copied from the memory's row; none without that row, and
+        none over one already there. Returns the row written."""
+        memory = rows.memories.get(memory_id)
+        revs = rows.revs(memory_id)
+        if memory is None or revision in revs:
+            return None
+        row = revs[revision] = {
+            "memory_id": memory_id, "revision": revision, "company": memory["company"], "person": memory["person"],
+            "visibility": memory["visibility"], "team": memory["team"], "source_blind": memory["source_blind"],
+            "valid_from": valid_from, "valid_to": valid_to, "mode": mode, "time_uncertain": uncertain, "at": at,
+            "is_answer": answer is not None, "answer_from": answer.valid_from if answer else None,
+            "answer_to": answer.valid_to if answer else None, "sealed_text": sealed_text,
+            "sealed_evidence": sealed_evidence,
+            "doc_len": answer.doc_len if answer else 0,
+        }
+        return row
 
-    def _insert_terms(self, curs: Cursor[Any], company: str, person: str, visibility: str, team: str | None,
-                      source_blind: str | None, memory_id: Any, revision: int, answer: Answer,
-                      counts: dict[int, int]) -> None:
+    def _insert_terms(self, revision: dict[str, Any], answer: Answer, counts: dict[int, int]) -> None:
         """An answering revision's terms, each with what a search filters on: held for the batch and
         written at flush in one COPY (dropped again if a later event of the batch removes them)."""
         if counts:
-            self._terms().setdefault(memory_id, []).extend(
-                (company, person, term, memory_id, revision, tf, answer.doc_len, visibility, team, source_blind,
-                 answer.valid_from, answer.valid_to) for term, tf in counts.items())
+            r = revision
+            self._terms().setdefault(r["memory_id"], []).extend(
+                (r["company"], r["person"], term, r["memory_id"], r["revision"], tf, answer.doc_len, r["visibility"],
+                 r["team"], r["source_blind"], answer.valid_from, answer.valid_to) for term, tf in counts.items())
 
-    def _delete_terms(self, curs: Cursor[Any], memory_id: Any) -> int:
-        """Remove a memory's terms, written or still held; how many there were."""
-        curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = %s", (memory_id,))
-        return curs.rowcount + len(self._terms().pop(memory_id, ()))
+    def _delete_terms(self, rows: _Rows, memory_id: Any) -> int:
+        """Remove a memory's terms, in the table or still held; how many there were."""
+        held = len(self._terms().pop(memory_id, ()))
+        if memory_id in rows.cleared:
+            return held
+        rows.cleared.add(memory_id)
+        return rows.term_rows.get(memory_id, 0) + held
 
     def _terms(self) -> dict[Any, list[tuple[Any, ...]]]:
         terms: dict[Any, list[tuple[Any, ...]]] | None = getattr(self._batch, "terms", None)
@@ -359,90 +425,119 @@ class RecallProjection(ViewProjection):
         return terms
 
     def _add_answers(self, company: str, person: str, n: int, total: int) -> None:
-        """Note answering revisions (n, their total length) for the per-person figures written at flush."""
+        """Note answering revisions (n, their total length) for the per-person BM25 corpus figures.
+        Several memories of one person can sit on different partitions, so the shared per-person rows
+        are written once per batch, in a fixed order (see flush): concurrent workers cannot deadlock."""
         pending = getattr(self._batch, "stats", None)
         if pending is None:
             pending = self._batch.stats = {}
         had_n, had_total = pending.get((company, person), (0, 0))
         pending[(company, person)] = (had_n + n, had_total + total)
 
-    def _count_answers(self, curs: Cursor[Any], memory_id: Any, sign: int) -> None:
-        """Note a memory's answering revisions for its person's BM25 corpus figures. Several
-        memories of one person can sit on different partitions, so the shared per-person rows are
-        written once per batch, in a fixed order (see flush): concurrent workers cannot deadlock."""
-        curs.execute(
-            "SELECT company, person, count(*) AS n, coalesce(sum(doc_len), 0) AS total "
-            "FROM engram_recall_revisions WHERE memory_id = %s AND is_answer GROUP BY company, person",
-            (memory_id,),
-        )
-        for row in curs.fetchall():
-            self._add_answers(row["company"], row["person"], sign * row["n"], sign * row["total"])
-
     def begin(self) -> None:
         self._batch.stats = {}
         self._batch.terms = {}
+        self._batch.pending = []
+
+    def _refresh_answers(self, curs: Cursor[Any], memory_id: Any, key: bytes | None) -> None:
+        """Recompute, at flush, which revisions of a memory answer for which valid time, and their terms,
+        from its stored rows (what each event that changes them does)."""
+        self._pending().append((memory_id, lambda _curs, rows, *_: self._refresh(rows, memory_id, key), None, None))
+
+    def _refresh(self, rows: _Rows, memory_id: Any, key: bytes | None) -> None:
+        """Recompute which revisions answer for which valid time, and their terms. Texts sealed by this
+        batch's events are taken as they came, not unsealed again."""
+        memory = rows.memories.get(memory_id)
+        if memory is None:
+            return
+        revs = rows.revs(memory_id)
+        ordered = [revs[r] for r in sorted(revs)]
+        answering = [r for r in ordered if r["is_answer"]]
+        if answering:  # what they counted in the per-person figures goes; the new answers are added below
+            self._add_answers(ordered[0]["company"], ordered[0]["person"], -len(answering),
+                              -sum(r["doc_len"] for r in answering))
+            self._delete_terms(rows, memory_id)
+            for r in answering:
+                revs[r["revision"]] = {**r, "is_answer": False, "answer_from": None, "answer_to": None}
+        if not ordered or memory["status"] != CONFIRMED or key is None:
+            return
+        total = 0
+        periods = answer_periods([revs[r] for r in sorted(revs)])
+        said = memory["occurred_at"]
+        for period in periods:
+            row = revs[period["revision"]]
+            held = rows.plain.get((memory_id, row["revision"]))
+            if held is not None and held[0] is row["sealed_text"]:
+                text: str | None = held[1]
+            else:
+                text = unseal_from_view(key, memory_id, "text", row["sealed_text"])
+            counts = self.index.term_counts(row["company"], text, said.date() if said else None) if text else {}
+            answer = Answer(period["valid_from"], period["valid_to"], sum(counts.values()))
+            total += answer.doc_len
+            row = revs[row["revision"]] = {**row, "is_answer": True, "answer_from": answer.valid_from,
+                                           "answer_to": answer.valid_to, "doc_len": answer.doc_len}
+            self._insert_terms(row, answer, counts)
+        self._add_answers(ordered[0]["company"], ordered[0]["person"], len(periods), total)
+
+    # -- the batch: read, apply, write ----------------------------------------------------------------
+
+    def _read(self, curs: Cursor[Any], pending: list[tuple[Any, Any, Any, Any]]) -> _Rows:
+        ids = list(dict.fromkeys(memory_id for memory_id, *_ in pending))
+        if self._zone is None:
+            curs.execute("SELECT current_setting('TimeZone') AS zone")
+            row = curs.fetchone()
+            self._zone = _zone(row["zone"] if row else "UTC")
+        memories: dict[Any, dict[str, Any]] = {}
+        revisions: dict[Any, dict[int, dict[str, Any]]] = {}
+        term_rows: dict[Any, int] = {}
+        if ids:
+            curs.execute(f"SELECT {', '.join(MEMORY_COLUMNS)} FROM engram_memories WHERE memory_id = ANY(%s)", (ids,))
+            memories = {r["memory_id"]: r for r in curs.fetchall()}
+            present = [m for m in ids if m in memories]
+            if present:
+                curs.execute(f"SELECT {', '.join(REVISION_COLUMNS)} FROM engram_recall_revisions "
+                             "WHERE memory_id = ANY(%s)", (present,))
+                for r in curs.fetchall():
+                    revisions.setdefault(r["memory_id"], {})[r["revision"]] = r
+            closing = [m for m, _, e, _ in pending if isinstance(e, CLOSING) and m in memories]
+            if closing:
+                curs.execute("SELECT memory_id, count(*) AS n FROM engram_recall_terms WHERE memory_id = ANY(%s) "
+                             "GROUP BY memory_id", (closing,))
+                term_rows = {r["memory_id"]: int(r["n"]) for r in curs.fetchall()}
+        return _Rows(memories, revisions, term_rows)
 
     def flush(self, curs: Cursor[Any]) -> None:
+        pending = self._pending()
+        self._batch.pending = []
+        if pending:
+            rows = self._read(curs, pending)
+            with self.index.remembering():
+                for _, handler, event, tracking in pending:
+                    handler(curs, rows, event, tracking)
+            rows.write(curs)
         terms = self._terms()
         self._batch.terms = {}
         if terms:
-            with curs.copy(f"COPY engram_recall_terms ({', '.join(self.TERM_COLUMNS)}) FROM STDIN") as copy:
-                for rows in terms.values():
-                    for row in rows:
+            with curs.copy(f"COPY engram_recall_terms ({', '.join(TERM_COLUMNS)}) FROM STDIN") as copy:
+                for held in terms.values():
+                    for row in held:
                         copy.write_row(row)
-        pending = getattr(self._batch, "stats", None) or {}
+        stats = getattr(self._batch, "stats", None) or {}
         self._batch.stats = {}
-        rows = [(c, p, n, t) for (c, p), (n, t) in sorted(pending.items()) if n or t]
-        if rows:
+        figures = [(c, p, n, t) for (c, p), (n, t) in sorted(stats.items()) if n or t]
+        if figures:
             curs.executemany(
                 "INSERT INTO engram_recall_stats (company, person, answers, total_len) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (company, person) DO UPDATE SET answers = engram_recall_stats.answers + "
                 "EXCLUDED.answers, total_len = engram_recall_stats.total_len + EXCLUDED.total_len",
-                rows,
+                figures,
             )
 
-    def _refresh_answers(self, curs: Cursor[Any], memory_id: Any, key: bytes | None,
-                         plain: dict[int, str | None] | None = None) -> None:
-        """Recompute which revisions answer for which valid time, and their terms. `plain` holds texts
-        the event being applied carries (by revision): those are not unsealed again."""
-        curs.execute(
-            "SELECT m.status, m.occurred_at, r.revision, r.valid_from, r.valid_to, r.mode, r.sealed_text, r.company, "
-            "r.person, r.visibility, r.team, r.source_blind, r.is_answer, r.doc_len "
-            "FROM engram_recall_revisions r JOIN engram_memories m USING (memory_id) "
-            "WHERE r.memory_id = %s ORDER BY r.revision",
-            (memory_id,),
-        )
-        rows = curs.fetchall()
-        answering = [r for r in rows if r["is_answer"]]
-        if answering:  # what they counted in the per-person figures goes; the new answers are added below
-            self._add_answers(rows[0]["company"], rows[0]["person"], -len(answering),
-                              -sum(r["doc_len"] for r in answering))
-            self._delete_terms(curs, memory_id)
-            curs.execute(
-                "UPDATE engram_recall_revisions SET is_answer = false, answer_from = NULL, answer_to = NULL "
-                "WHERE memory_id = %s AND is_answer",
-                (memory_id,),
-            )
-        if not rows or rows[0]["status"] != CONFIRMED or key is None:
-            return
-        by_rev = {r["revision"]: r for r in rows}
-        total = 0
-        periods = answer_periods([dict(r) for r in rows])
-        for period in periods:
-            row = by_rev[period["revision"]]
-            if plain is not None and row["revision"] in plain:
-                text = plain[row["revision"]]
-            else:
-                text = unseal_from_view(key, memory_id, "text", row["sealed_text"])
-            said = row["occurred_at"]
-            counts = self.index.term_counts(row["company"], text, said.date() if said else None) if text else {}
-            answer = Answer(period["valid_from"], period["valid_to"], sum(counts.values()))
-            total += answer.doc_len
-            curs.execute(
-                "UPDATE engram_recall_revisions SET is_answer = true, answer_from = %s, answer_to = %s, "
-                "doc_len = %s WHERE memory_id = %s AND revision = %s",
-                (answer.valid_from, answer.valid_to, answer.doc_len, memory_id, period["revision"]),
-            )
-            self._insert_terms(curs, row["company"], row["person"], row["visibility"], row["team"],
-                               row["source_blind"], memory_id, period["revision"], answer, counts)
-        self._add_answers(rows[0]["company"], rows[0]["person"], len(periods), total)
+CLOSING = (Memory.Forgotten, Memory.Rejected, Memory.Expired)
+
+
+def _zone(name: str) -> Any:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC

@@ -47,9 +47,6 @@ class ReviewProjection(ViewProjection):
         self.keys = keys
         self.purge = purge
 
-    def cleared(self, curs: Cursor[Any]) -> None:
-        self.purge.withdraw(curs, (REVIEW_QUEUE,))
-
     def apply(self, curs: Cursor[Any], event: Any, tracking: Tracking) -> None:
         if isinstance(event, Memory.Proposed):
             key = self.keys.get(event.originator_id) if event.text is not None else None

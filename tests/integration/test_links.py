@@ -234,7 +234,9 @@ def test_the_order_memories_are_applied_in_does_not_change_their_links(engram, c
     projection = engram.projections["links"]
     with engram.store.datastore.transaction(commit=True) as curs:
         projection.view.clear(curs)
-        for event, position in by_memory:
+        projection.begin()
+        for event, position in by_memory:  # applied in this order when the batch is flushed
             projection.apply(curs, event, Tracking("engram", position))
+        projection.flush(curs)
         projection.view.set_position(curs, notes[-1].id)
     assert {m: links(client, m) for m in (a, b, c)} == serial
