@@ -94,7 +94,9 @@ def test_a_capture_stop_holds_by_the_blinded_id_and_an_account_forget_shreds_an_
         assert stored.text is None and stored.source == SECRET_CHAT  # no text kept; the source sealed
 
     r = client.post("/v1/me/forget", headers=ALICE)
-    assert r.status_code == 202 and r.json()["status"] == "purge_complete", r.text
+    assert r.status_code == 202 and r.json()["status"] == "stopped_using", r.text
+    done = client.get(f"/v1/forgets/{r.json()['forget_id']}", headers=ALICE).json()
+    assert done["status"] == "purge_complete"  # small: the request's own pass purged it all
     for rid in ("r-1", "r-2"):
         stored = engram.ledger.get(receipt_uuid("acme", "alice", rid), Receipt)
         assert stored.cleared and stored.source is None  # its key destroyed, its source with it
