@@ -171,16 +171,16 @@ class HindsightSyncer:
         if time.monotonic() < self._next_probe:
             return
         self._next_probe = time.monotonic() + self.outage_probe_seconds
-        waiting = ("FROM engram_hindsight_sync WHERE state = 'pending' AND next_attempt_at > %s "
-                   "AND starts_with(last_error, %s)")
+        waiting = "state = 'pending' AND next_attempt_at > %s AND starts_with(last_error, %s)"
         with self.datastore.get_connection() as conn:
-            if conn.execute("SELECT 1 " + waiting + " LIMIT 1", (self._now(), UNREACHABLE)).fetchone() is None:
+            if conn.execute(f"SELECT 1 FROM engram_hindsight_sync WHERE {waiting} LIMIT 1",
+                            (self._now(), UNREACHABLE)).fetchone() is None:
                 return
         if not self.client.healthy():
             return
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute("UPDATE engram_hindsight_sync SET next_attempt_at = NULL WHERE memory_id IN "
-                         "(SELECT memory_id " + waiting + ")", (self._now(), UNREACHABLE))
+            curs.execute(f"UPDATE engram_hindsight_sync SET next_attempt_at = NULL WHERE {waiting}",
+                         (self._now(), UNREACHABLE))
             woken = curs.rowcount
         log.info("hindsight answers again: %d waiting sync wishes are due now", woken)
 
