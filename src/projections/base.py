@@ -157,20 +157,25 @@ class View(PostgresTrackingRecorder):
     def use_shadow(self, curs: Cursor[Any]) -> None:
         """For the rest of this transaction the view's tables are the shadow's; every other table (the
         tracking rows, the quarantine, the purge reports, the keys) is still the serving one."""
+        self._set_search_path(curs, [self.shadow, *self._serving_path(curs)])
+
+    def _serving_path(self, curs: Cursor[Any]) -> list[str]:
+        """This transaction's search path without the shadow schema."""
         curs.execute("SELECT current_schemas(false) AS path")
         row = curs.fetchone()
         assert row is not None
-        path = [s for s in row["path"] if s != self.shadow]
+        return [s for s in row["path"] if s != self.shadow]
+
+    @staticmethod
+    def _set_search_path(curs: Cursor[Any], schemas: Sequence[str]) -> None:
         curs.execute(SQL("SELECT set_config('search_path', {}, true)").format(
-            Literal(", ".join(f'"{s}"' for s in [self.shadow, *path]))))
+            Literal(", ".join(f'"{s}"' for s in schemas))))
 
     def swap_in(self, curs: Cursor[Any]) -> None:
         """Within the caller's transaction, which holds the tracking row: the serving tables go and the
         shadow's take their names (their indexes and constraints keep theirs)."""
-        curs.execute("SELECT current_schemas(false) AS path")
-        row = curs.fetchone()
-        assert row is not None
-        serving = next(s for s in row["path"] if s != self.shadow)
+        path = self._serving_path(curs)
+        serving = path[0]
         curs.execute(SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
             SQL(", ").join(Identifier(serving, t) for t in self.tables)))
         for table in self.tables:
@@ -178,8 +183,7 @@ class View(PostgresTrackingRecorder):
             curs.execute(SQL("ALTER TABLE {} SET SCHEMA {}").format(Identifier(self.shadow, table),
                                                                     Identifier(serving)))
         curs.execute(SQL("DROP SCHEMA {} CASCADE").format(Identifier(self.shadow)))
-        curs.execute("SELECT set_config('search_path', %s, true)",
-                     (", ".join(f'"{s}"' for s in row["path"] if s != self.shadow),))
+        self._set_search_path(curs, path)
 
 
 class ViewProjection(Projection[View]):
