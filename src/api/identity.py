@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import jwt
@@ -56,18 +57,22 @@ class TokenTooLong(Unauthenticated):
     code, title = "token_lifetime_too_long", "Token lives too long"
 
 
+@lru_cache(maxsize=4096)
+def _verified_claims(secret: str, token: str) -> dict[str, Any]:
+    """The claims of a token whose signature and required claims check out; a bot sends the same token
+    with every request, and verifying it cost about 0.2 ms of CPU a request. Only verified tokens are
+    kept (a forged one raises, and is never cached); the time checks are made at each use, below."""
+    return jwt.decode(token, secret, algorithms=[ALGORITHM],
+                      options={"require": ["sub", "company", "role", "exp"], "verify_exp": False})
+
+
 def caller_from_token(secret: str, token: str | None, *, max_lifetime: timedelta = timedelta(days=30),
                       now: datetime | None = None) -> Caller:
     """A leaked token must not work for centuries: one expiring further ahead than `max_lifetime` is refused."""
     if not token:
         raise Unauthenticated("a bearer token is required")
     try:
-        claims = jwt.decode(
-            token, secret, algorithms=[ALGORITHM],
-            options={"require": ["sub", "company", "role", "exp"]},
-        )
-    except jwt.ExpiredSignatureError:
-        raise TokenExpired("the token has expired") from None
+        claims = _verified_claims(secret, token)
     except jwt.PyJWTError:
         raise InvalidToken("the token could not be verified") from None
     sub, company, role = claims.get("sub"), claims.get("company"), claims.get("role")
@@ -80,6 +85,10 @@ def caller_from_token(secret: str, token: str | None, *, max_lifetime: timedelta
         raise InvalidToken("a bot token must name its bot")
     exp = claims.get("exp")
     now = now or datetime.now(UTC)
-    if not isinstance(exp, (int, float)) or exp > (now + max_lifetime).timestamp():
+    if not isinstance(exp, (int, float)) or isinstance(exp, bool):
+        raise InvalidToken("the token's expiry is not a time")
+    if exp <= now.timestamp():
+        raise TokenExpired("the token has expired")
+    if exp > (now + max_lifetime).timestamp():
         raise TokenTooLong(f"tokens may expire at most {max_lifetime.days} days ahead")
     return Caller(company=company, person=sub, role=role, bot=bot if role == "bot" else None, entry=entry)

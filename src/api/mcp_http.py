@@ -66,7 +66,7 @@ class ServiceBackend:
         def call() -> tuple[dict[str, Any], list[Any]]:
             with collecting() as pending:
                 if admit:
-                    dependencies.admitted_caller(self.caller, ledger)
+                    dependencies.require_admitted(self.caller, ledger)
                 return work(), pending.recordings
 
         try:
@@ -154,7 +154,7 @@ class McpEndpoint:
         request = Request(scope, receive)
         try:
             deployment = await dependencies.deployment_settings(request)
-            caller = dependencies.any_caller(request, None, deployment)
+            caller = await dependencies.any_caller(request, None, deployment)
         except DomainError as exc:
             await problems.problem(exc.status, exc.code, exc.title, exc.detail)(scope, receive, send)
             return

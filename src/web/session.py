@@ -25,10 +25,10 @@ from fastapi.responses import Response
 from engram.api.dependencies import (
     Deployment,
     Writes,
-    admin_caller,
-    admitted_caller,
     bearer_token,
     caller_of,
+    require_admin,
+    require_admitted,
     token_secret,
 )
 from engram.api.identity import Unauthenticated
@@ -65,7 +65,7 @@ def _how(request: Request) -> tuple[str | None, str | None]:
     return (cookie, "cookie") if cookie else (None, None)
 
 
-def signed_in(request: Request, deployment: Deployment) -> Caller:
+async def signed_in(request: Request, deployment: Deployment) -> Caller:
     """The caller of a page in every rollout mode; `Unauthenticated` (the sign-in page) otherwise."""
     link = request.query_params.get(TOKEN_PARAMETER) if request.method == "GET" else None
     if link is not None:
@@ -82,13 +82,13 @@ def signed_in(request: Request, deployment: Deployment) -> Caller:
 SignedIn = Annotated[Caller, Depends(signed_in)]
 
 
-def admitted(who: SignedIn, writes: Writes) -> Caller:
+async def admitted(who: SignedIn, writes: Writes) -> Caller:
     """A person's page: the caller, refused while the company's rollout mode is off (as the API does)."""
-    return admitted_caller(who, writes)
+    return require_admitted(who, writes)
 
 
-def signed_in_admin(who: SignedIn) -> Caller:
-    return admin_caller(who)
+async def signed_in_admin(who: SignedIn) -> Caller:
+    return require_admin(who)
 
 
 Admitted = Annotated[Caller, Depends(admitted)]
