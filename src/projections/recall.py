@@ -103,7 +103,9 @@ CREATE TABLE IF NOT EXISTS engram_recall_terms (
     source_blind text,
     answer_from timestamptz,
     answer_to timestamptz,
+    -- the rest of the row rides in the key's index: a search reads the index alone (an index-only scan)
     PRIMARY KEY (company, person, term, memory_id, revision)
+        INCLUDE (tf, doc_len, visibility, team, source_blind, answer_from, answer_to)
 );
 CREATE TABLE IF NOT EXISTS engram_recall_stats (
     company text NOT NULL,

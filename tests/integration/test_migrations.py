@@ -210,3 +210,25 @@ def test_engram_migrate_on_the_command_line(database: Any, tmp_path: Path, monke
     assert "Traceback" not in err
     assert main(["migrate", "--status"]) == 2
     assert f"at version {LATEST + 1}" in capsys.readouterr().err
+
+
+def test_the_recall_terms_key_comes_to_cover_its_rows_in_place(database: Any) -> None:
+    """0013 rebuilds the recall terms' key with the rest of the row in it, keeping the rows (no replay)."""
+    with psycopg.connect(database.conninfo, autocommit=True) as conn:
+        migrate(conn, [m for m in shipped() if m.version < 13])
+        conn.execute("""CREATE TABLE engram_recall_terms (
+            company text NOT NULL, person text NOT NULL, term bigint NOT NULL, memory_id uuid NOT NULL,
+            revision int NOT NULL, tf int NOT NULL, doc_len int NOT NULL, visibility text NOT NULL, team text,
+            source_blind text, answer_from timestamptz, answer_to timestamptz,
+            PRIMARY KEY (company, person, term, memory_id, revision))""")  # as the view made it before 0013
+        memory = uuid.uuid4()
+        conn.execute("INSERT INTO engram_recall_terms VALUES ('acme', 'ann', 7, %s, 1, 2, 9, 'general', NULL, NULL, "
+                     "NULL, NULL)", (memory,))
+        done = migrate(conn)
+    assert [m.version for m in done.applied] == [m.version for m in shipped() if m.version >= 13]
+    [key] = rows(database, "SELECT pg_get_indexdef(i.indexrelid) AS d FROM pg_index i "
+                           "WHERE i.indrelid = 'engram_recall_terms'::regclass AND i.indisprimary")
+    assert key["d"].endswith("(company, person, term, memory_id, revision) "
+                             "INCLUDE (tf, doc_len, visibility, team, source_blind, answer_from, answer_to)")
+    assert rows(database, "SELECT memory_id, tf, doc_len FROM engram_recall_terms") == [
+        {"memory_id": memory, "tf": 2, "doc_len": 9}]
