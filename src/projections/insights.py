@@ -358,11 +358,14 @@ class InsightQueries:
         with self.datastore.get_connection() as conn:
             return list(conn.execute(sql, params, prepare=True).fetchall())
 
-    def insights(self, *, company: str, person: str, statuses: list[str], limit: int = 500) -> list[dict[str, Any]]:
+    def insights(self, *, company: str, person: str, statuses: list[str], limit: int = 500,
+                 sharing: list[int] | None = None) -> list[dict[str, Any]]:
+        """`sharing`: only the insights holding at least one of these (blinded) terms."""
         return self._all(
             "SELECT i.*, k.wrapped FROM engram_insights i LEFT JOIN engram_data_keys k ON k.key_id = i.insight_id "
-            "WHERE i.company = %s AND i.person = %s AND i.status = ANY(%s) ORDER BY i.proposed_at DESC, i.insight_id "
-            "LIMIT %s", (company, person, statuses, limit))
+            "WHERE i.company = %s AND i.person = %s AND i.status = ANY(%s) "
+            "AND (%s::bigint[] IS NULL OR i.terms && %s::bigint[]) ORDER BY i.proposed_at DESC, i.insight_id "
+            "LIMIT %s", (company, person, statuses, sharing, sharing, limit))
 
     def memory_states(self, ids: list[Any]) -> list[dict[str, Any]]:
         """The recall view's rows of these memories (every status), with their wrapped keys."""

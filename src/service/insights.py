@@ -182,7 +182,9 @@ class InsightService:
         """The caller's confirmed insights whose evidence holds now and answered at `as_of`, as recall
         items with a score in [0, 1): the share of the query's terms they hold (all when no query)."""
         caller = access.caller
-        rows = self.queries.insights(company=caller.company, person=caller.person, statuses=[CONFIRMED])
+        # a query's insights share a term with it: the others are not read at all
+        rows = self.queries.insights(company=caller.company, person=caller.person, statuses=[CONFIRMED],
+                                     sharing=sorted(set(terms)) if terms else None)
         judged = [r for r in self._judged(access, rows) if r["status"] == CONFIRMED]
         if not judged:
             return []
