@@ -97,6 +97,21 @@ class Answers:
 
         monkeypatch.setattr(memories, "answer", answer_other_status)
 
+        from engram.api.models import RecallOut
+        from engram.api.routes import recall
+
+        written = recall.written
+
+        def written_as_the_model_would(document: dict[str, Any]) -> Any:
+            """Recall writes its document without the model (the hot path): the model must change nothing."""
+            response = written(document)
+            modelled = RecallOut.model_validate(document).model_dump_json(by_alias=True, exclude_unset=True)
+            assert json.loads(response.body) == json.loads(to_json(document))
+            self.written.append((to_json(document), modelled.encode()))
+            return response
+
+        monkeypatch.setattr(recall, "written", written_as_the_model_would)
+
 
 def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from engram.api.http import create_app

@@ -5,7 +5,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from ..dependencies import Anyone, Recall
-from ..middleware import JsonRoute
+from ..middleware import JsonRoute, written
 from ..models import RecallOut
 from ..schemas import RecallIn
 
@@ -19,5 +19,5 @@ def recall(body: RecallIn, who: Anyone, recall: Recall) -> Any:
     `as_of` answers as at an earlier time; `tags` keeps items with every tag given. `degraded: true` when
     the semantic index did not answer in time and the SQL ranking answered alone.
     """
-    return recall.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit,
-                         tags=body.tags)
+    return written(recall.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes,
+                                 limit=body.limit, tags=body.tags))
