@@ -123,12 +123,13 @@ class JsonRoute(APIRoute):
         return checked
 
 
-def written(document: dict[str, Any]) -> Response:
-    """A document the route's own model describes, written as it is: the hot path's answer (recall) skips
-    validating what the service built against the model, which cost more than the rest of the HTTP
-    layer together for ten items. The OpenAPI schema still comes from the route's model, and the suite
-    checks the answers against it (tests/integration/test_fuzz.py, test_api_responses.py)."""
-    return Response(to_json(document), media_type="application/json")
+def written(document: dict[str, Any], status_code: int = 200) -> Response:
+    """A document the route's own model describes, written as it is: the hot paths' answers (recall,
+    remember) skip validating what the service built against the model, which cost more than the rest
+    of the HTTP layer together for a recall of ten items. The OpenAPI schema still comes from the
+    route's model, and the suite checks that the model would change nothing in these answers
+    (tests/integration/test_api_responses.py) and that they match the schema (test_fuzz.py)."""
+    return Response(to_json(document), status_code=status_code, media_type="application/json")
 
 
 def answer(model: type[BaseModel], document: dict[str, Any], status_code: int) -> Response:

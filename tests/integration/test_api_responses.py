@@ -97,20 +97,23 @@ class Answers:
 
         monkeypatch.setattr(memories, "answer", answer_other_status)
 
-        from engram.api.models import RecallOut
+        from engram.api.models import MemoryOut, RecallOut
         from engram.api.routes import recall
 
-        written = recall.written
+        # recall and remember write their documents without the model (the hot paths): it must change nothing
+        for module, model in ((recall, RecallOut), (memories, MemoryOut)):
+            monkeypatch.setattr(module, "written", self._modelled(module.written, model))
 
-        def written_as_the_model_would(document: dict[str, Any]) -> Any:
-            """Recall writes its document without the model (the hot path): the model must change nothing."""
-            response = written(document)
-            modelled = RecallOut.model_validate(document).model_dump_json(by_alias=True, exclude_unset=True)
+    def _modelled(self, written: Any, model: Any) -> Any:
+        def written_as_the_model_would(document: dict[str, Any], status_code: int = 200) -> Any:
+            response = written(document, status_code)
             assert json.loads(response.body) == json.loads(to_json(document))
-            self.written.append((to_json(document), modelled.encode()))
+            self.written.append((to_json(document),
+                                 model.model_validate(document).model_dump_json(by_alias=True, exclude_unset=True)
+                                 .encode()))
             return response
 
-        monkeypatch.setattr(recall, "written", written_as_the_model_would)
+        return written_as_the_model_would
 
 
 def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ from fastapi.responses import PlainTextResponse
 from ..dependencies import Insights, Memories, Who
 from ..examples import EXPORT
 from ..exports import to_markdown
-from ..middleware import JsonRoute, answer
+from ..middleware import JsonRoute, answer, written
 from ..models import CandidateOut, ExportOut, History, LinkList, MemoryList, MemoryOut
 from ..reference import STORED_NOT_VISIBLE, answers
 from ..schemas import CorrectIn, PathId, RememberIn
@@ -39,7 +39,7 @@ def remember(body: RememberIn, who: Who, memories: Memories) -> Any:
         return answer(CandidateOut, memory, status_code=202)
     if memory.get("existing"):  # the same text from the same message: the first memory, nothing new
         return answer(MemoryOut, memory, status_code=200)
-    return memory
+    return written(memory, status_code=201)
 
 
 @router.get("/v1/memories", summary="List the person's memories", response_model=MemoryList, responses=answers(None, 400))
