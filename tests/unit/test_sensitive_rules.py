@@ -180,3 +180,29 @@ def test_secrets_are_found_the_same_from_many_threads_at_once(scored: list) -> N
     with ThreadPoolExecutor(8) as pool:
         for _ in range(3):
             assert list(pool.map(RULES.classify, texts)) == alone
+
+
+LIBRARY_FINDS = [  # one for each kind of detect-secrets plugin we use, each missed by our own patterns
+    "deploy with ghp_abcdefghijklmnopqrstuvwxyz0123456789 today",
+    "the bot posts as xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx",
+    "charge it to sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+    "session eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "clone https://admin:s3cr3tvalue@git.example.org/repo.git",
+    'config has db_pass = "correct-horse-battery"',
+    "twilio SK0123456789abcdef0123456789abcdef for sms",
+]
+
+
+def test_the_library_scan_finds_what_its_own_line_scan_finds() -> None:
+    """Our scan calls the plugins as detect-secrets' `scan_line` does, minus its per-line set-up: the
+    same texts must be found, the labelled set and one text per kind of plugin."""
+    from detect_secrets.core.scan import scan_line
+
+    from engram.adapters.content_rules import _library_finds_secret
+
+    texts = [row.text for row in _bench().load("all")] + LIBRARY_FINDS + [
+        "first line\nghp_abcdefghijklmnopqrstuvwxyz0123456789", "npm _authToken=npm_abcdefghijklmnopqrstuvwxyz0123"]
+    ours = [_library_finds_secret(t) for t in texts]
+    theirs = [any(True for line in (t.splitlines() or [t]) for _ in scan_line(line)) for t in texts]
+    assert ours == theirs
+    assert all(_library_finds_secret(t) for t in LIBRARY_FINDS)
