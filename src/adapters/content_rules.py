@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
+from typing import Any
 
 from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT, SENSITIVE_CONTENT
 
@@ -52,21 +53,24 @@ _SECRET_WORDS = [
 
 _configured = threading.Lock()
 _ready = False
+_plugins: list[Any] = []
 
 
 def _configure_detect_secrets() -> None:
     """detect-secrets keeps its settings in one process-wide object: they are set once, here, to our
     plugins and no filters. (Setting them around each scan, as `transient_settings` does, cost a few
     milliseconds a message, and a scan in one thread could run with the defaults another thread's
-    scan had just put back.)"""
-    global _ready
+    scan had just put back.) The plugins are made here too, under the lock: made by the first scans of
+    several threads at once, their modules' imports deadlocked."""
+    global _ready, _plugins
     with _configured:
         if not _ready:
-            from detect_secrets.settings import cache_bust, configure_settings_from_baseline
+            from detect_secrets.settings import cache_bust, configure_settings_from_baseline, get_plugins
 
             cache_bust()
             configure_settings_from_baseline(
                 {"plugins_used": [{"name": name} for name in _PLUGINS], "filters_used": []})
+            _plugins = list(get_plugins())
             _ready = True
 
 
@@ -75,13 +79,10 @@ def _library_finds_secret(text: str) -> bool:
     filters, rebuilds the code snippet and calls each plugin through its argument injection, a third of
     its cost. With the filters configured above (none that look at a secret or its context) and no
     verification, a plugin's `analyze_line` finding anything is exactly what `scan_line` yields."""
-    from detect_secrets.settings import get_plugins
-
     if not _ready:
         _configure_detect_secrets()
-    plugins = get_plugins()
     for line in text.splitlines() or [text]:
-        for plugin in plugins:
+        for plugin in _plugins:
             if plugin.analyze_line(filename=_ADHOC, line=line, line_number=0, context=None):
                 return True
     return False

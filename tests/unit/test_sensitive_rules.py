@@ -206,3 +206,4 @@ def test_the_library_scan_finds_what_its_own_line_scan_finds() -> None:
     theirs = [any(True for line in (t.splitlines() or [t]) for _ in scan_line(line)) for t in texts]
     assert ours == theirs
     assert all(_library_finds_secret(t) for t in LIBRARY_FINDS)
+
