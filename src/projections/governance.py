@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,7 +11,7 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
-from engram.domain.directory import CompanyDirectory
+from engram.domain.directory import CompanyDirectory, Directory
 from engram.domain.settings import PersonSettings
 
 from .base import View, ViewProjection
@@ -86,30 +88,62 @@ class GovernanceProjection(ViewProjection):
 class Standing:
     """Everything request-time authorization needs about one caller, read in one round trip."""
 
-    directory: dict[str, Any] = field(default_factory=lambda: dict(EMPTY_DIRECTORY))
+    directory: Directory = field(default_factory=Directory)
     revoked_sources: frozenset[str] = frozenset()
     learning_paused: bool = False
     use_paused: bool = False
 
 
+# The directory's row version: the transaction that wrote it, and the row's own id (a rebuilt or
+# restored view has new rows). Any change of the document writes a new version of the row.
+_STAMP = "xmin::text || '/' || directory_id::text"
+
+
 class GovernanceQueries:
+    """Reads over the governance view. A company's directory (up to 10,000 people, a few hundred KiB of
+    JSON) is parsed once for each version of its row and kept, per process, for the companies asked
+    about most recently: each request reads the row's version, and the document only when it changed."""
+
+    KEPT = 256  # companies whose parsed directory a process keeps
+
     def __init__(self, datastore: Any) -> None:
         self.datastore = datastore
+        self._directories: OrderedDict[str, tuple[str, Directory]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def standing(self, company: str, person: str) -> Standing:
+        with self._lock:
+            known = self._directories.get(company)
         with self.datastore.get_connection() as conn:
             row = conn.execute(
-                "SELECT (SELECT document FROM engram_directories WHERE company = %(c)s) AS directory, "
+                f"SELECT (SELECT {_STAMP} FROM engram_directories WHERE company = %(c)s) AS stamp, "
+                f"(SELECT document FROM engram_directories WHERE company = %(c)s AND {_STAMP} IS DISTINCT FROM %(k)s) "
+                "AS directory, "
                 "(SELECT coalesce(array_agg(source_id), '{}') FROM engram_revocations "
                 " WHERE company = %(c)s AND person IN ('', %(p)s)) AS revoked, "
                 "(SELECT learning_paused FROM engram_settings WHERE company = %(c)s AND person = %(p)s) AS lp, "
                 "(SELECT use_paused FROM engram_settings WHERE company = %(c)s AND person = %(p)s) AS up",
-                {"c": company, "p": person}, prepare=True,
+                {"c": company, "p": person, "k": known[0] if known else None}, prepare=True,
             ).fetchone()
         assert row is not None
         return Standing(
-            directory=row["directory"] or dict(EMPTY_DIRECTORY),
+            directory=self._directory(company, row["stamp"], row["directory"], known),
             revoked_sources=frozenset(row["revoked"]),
             learning_paused=bool(row["lp"]),
             use_paused=bool(row["up"]),
         )
+
+    def _directory(self, company: str, stamp: str | None, document: dict[str, Any] | None,
+                   known: tuple[str, Directory] | None) -> Directory:
+        if stamp is None:  # no directory yet
+            return Directory.from_document(EMPTY_DIRECTORY)
+        if document is None and known is not None and known[0] == stamp:
+            directory = known[1]
+        else:
+            directory = Directory.from_document(document or EMPTY_DIRECTORY)
+        with self._lock:
+            self._directories[company] = (stamp, directory)
+            self._directories.move_to_end(company)
+            while len(self._directories) > self.KEPT:
+                self._directories.popitem(last=False)
+        return directory

@@ -17,7 +17,6 @@ from engram.adapters.new_keys import NewKey
 from engram.adapters.tombstones import Shred, TombstoneOutbox
 from engram.domain.access import Access
 from engram.domain.clock import Clock
-from engram.domain.directory import Directory
 from engram.domain.errors import Conflict
 from engram.domain.rollout import Rollout
 from engram.domain.scope import Caller
@@ -104,7 +103,7 @@ class Ledger:
     def access(self, caller: Caller) -> Access:
         """The access policy for this caller as the directory, revocations and pauses stand now."""
         standing = self.standings.standing(caller.company, caller.person)
-        return Access(caller, self.modes.mode(caller.company), Directory.from_document(standing.directory),
+        return Access(caller, self.modes.mode(caller.company), standing.directory,
                       standing.revoked_sources, standing.learning_paused, standing.use_paused)
 
     def admit(self, caller: Caller) -> None:

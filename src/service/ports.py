@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from engram.adapters.new_keys import NewKey
 from engram.adapters.tombstones import Shred
+from engram.domain.directory import Directory
 from engram.domain.hints import SemanticHints
 from engram.domain.insight import Group, Proposal
 from engram.domain.scope import Scope
@@ -115,7 +116,7 @@ class PurgeReports(Protocol):
 
 class Standing(Protocol):
     @property
-    def directory(self) -> dict[str, Any]: ...
+    def directory(self) -> Directory: ...
 
     @property
     def revoked_sources(self) -> frozenset[str]: ...

@@ -193,3 +193,34 @@ def test_while_the_database_is_lost_calls_fail_fast_and_the_probe_brings_service
     assert engram.operations.availability.up, "the probe did not notice the database answering"
     assert client.get("/readyz").status_code == 200
     assert client.get("/v1/memories", headers=auth()).status_code == 200
+
+
+def test_a_directory_is_parsed_once_a_version_and_every_change_is_seen_at_once(
+        client: Any, engram: Any, settings: Any, database: Any) -> None:
+    """Each process keeps the parsed directory for as long as its row is unchanged; a replacement, even
+    one stored by another process, is used by the very next request of every process."""
+    from engram.api.bootstrap import Engram
+    from engram.domain.scope import Caller
+
+    from helpers import put_directory
+
+    alice = Caller(company="acme", person="alice", role="user", bot=None, entry="api")
+    big = {"teams": {f"t-{i}": {"members": people(50, prefix=f"p{i}-")} for i in range(199)}}
+    big["teams"]["t-risk"] = {"members": ["alice"]}
+    put_directory(client, big)
+    first = engram.ledger.access(alice)
+    assert "t-risk" in first.grants.teams
+    assert engram.ledger.access(alice).directory is first.directory  # unchanged: not read or parsed again
+
+    other = Engram.open(settings, database=database, background=False)  # a second process on the database
+    try:
+        assert "t-risk" in other.ledger.access(alice).grants.teams
+        for round in range(3):  # replaced by the other process, back and forth
+            without = {"teams": {**big["teams"], "t-risk": {"members": ["bob"]}}}
+            other.governance.put_directory(Caller(company="acme", person="root", role="admin", bot=None,
+                                                  entry="api"), without if round % 2 == 0 else big)
+            expected = round % 2 == 1
+            assert ("t-risk" in engram.ledger.access(alice).grants.teams) is expected, round
+            assert ("t-risk" in other.ledger.access(alice).grants.teams) is expected, round
+    finally:
+        other.close()

@@ -21,7 +21,7 @@ from engram.adapters.crypto import DerivationRoot, MasterKey, MasterKeys
 from engram.adapters.new_keys import NewKey
 from engram.adapters.tombstones import Shred
 from engram.domain.clock import FixedClock
-from engram.domain.directory import CompanyDirectory
+from engram.domain.directory import CompanyDirectory, Directory
 from engram.domain.errors import MemoryForgotten
 from engram.domain.memory import Memory
 from engram.domain.review import ContentPolicy
@@ -120,7 +120,7 @@ class FakeStandings:
 
     def standing(self, company: str, person: str) -> Standing:
         learning, use = self.pauses.get((company, person), (False, False))
-        return Standing(directory=self.directories.get(company, dict(EMPTY_DIRECTORY)),
+        return Standing(directory=Directory.from_document(self.directories.get(company, dict(EMPTY_DIRECTORY))),
                         revoked_sources=frozenset(self.revoked.get((company, ""), set())
                                                   | self.revoked.get((company, person), set())),
                         learning_paused=learning, use_paused=use)
