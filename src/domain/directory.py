@@ -13,7 +13,7 @@ from eventsourcing.domain import Aggregate
 from .errors import DomainError
 from .scope import Caller, Grants
 
-MAX_PEOPLE = 10_000  # distinct person ids across teams and sources: the directory is read on every request
+MAX_PEOPLE = 10_000  # distinct person ids across teams and sources: each process holds the parsed directory
 
 
 class InvalidDirectory(DomainError):
