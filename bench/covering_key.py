@@ -6,8 +6,9 @@ Seeds `--size` memories as bench/scale.py does (the same population, stored thro
 and projected, then `VACUUM ANALYZE`), puts the terms' key back as it was before 0013, and measures
 `RecallService.recall` in this process (no HTTP) for English hits, misses and the busiest person.
 Then it runs migration 0013's SQL as `engram migrate` would (timed: the key rebuilt in place under
-the table's lock), and measures the same queries again. Prints the key's size and build time with
-each shape, and p50/p95 per kind, as one JSON document.
+the table's lock), and measures the same queries again; twice, alternated (old, covering, old,
+covering). Prints the key's size and build time with each shape, and p50/p95 per kind, as one JSON
+document.
 """
 
 from __future__ import annotations
@@ -67,24 +68,28 @@ def main() -> int:
         report["seed"] = seed(bench.engram, pop, args.size, seed_=args.size + 1)
         print(f"# seeded: {report['seed']}", file=sys.stderr)
         asked = queries(pop, args.queries, args.size)
-        with psycopg.connect(bench.engram.database.conninfo, autocommit=True) as conn:
-            started = time.perf_counter()
-            conn.execute(OLD_KEY)
-            report["old_key"] = {"build_s": round(time.perf_counter() - started, 1), "size_mib": key_size_mib(conn)}
-            conn.execute("ANALYZE engram_recall_terms")
-        timed_recalls(bench.engram, asked)  # warm: the statements prepared, the pages cached
-        report["old_key"]["recall"] = timed_recalls(bench.engram, asked)
-        print(f"# old key: {report['old_key']}", file=sys.stderr)
-        with psycopg.connect(bench.engram.database.conninfo, autocommit=True) as conn:
-            started = time.perf_counter()
-            with conn.transaction():
-                conn.execute(migration.sql.encode())
-            report["migration_0013"] = {"build_s": round(time.perf_counter() - started, 1),
-                                        "size_mib": key_size_mib(conn)}
-            conn.execute("ANALYZE engram_recall_terms")
-        timed_recalls(bench.engram, asked)
-        report["migration_0013"]["recall"] = timed_recalls(bench.engram, asked)
-        print(f"# covering key: {report['migration_0013']}", file=sys.stderr)
+        report["rounds"] = []
+        for _ in range(2):  # old, covering, old, covering: each shape measured twice, alternated
+            with psycopg.connect(bench.engram.database.conninfo, autocommit=True) as conn:
+                started = time.perf_counter()
+                conn.execute(OLD_KEY)
+                old = {"key": "before 0013", "build_s": round(time.perf_counter() - started, 1),
+                       "size_mib": key_size_mib(conn)}
+                conn.execute("ANALYZE engram_recall_terms")
+            timed_recalls(bench.engram, asked)  # warm: the statements prepared, the pages cached
+            old["recall"] = timed_recalls(bench.engram, asked)
+            print(f"# {old}", file=sys.stderr)
+            with psycopg.connect(bench.engram.database.conninfo, autocommit=True) as conn:
+                started = time.perf_counter()
+                with conn.transaction():
+                    conn.execute(migration.sql.encode())
+                new = {"key": "migration 0013", "build_s": round(time.perf_counter() - started, 1),
+                       "size_mib": key_size_mib(conn)}
+                conn.execute("ANALYZE engram_recall_terms")
+            timed_recalls(bench.engram, asked)
+            new["recall"] = timed_recalls(bench.engram, asked)
+            print(f"# {new}", file=sys.stderr)
+            report["rounds"] += [old, new]
     report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     text = json.dumps(report, indent=1)
     print(text)
