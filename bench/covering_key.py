@@ -53,6 +53,22 @@ def timed_recalls(engram: Any, asked: dict[str, list[Any]]) -> dict[str, dict[st
     return out
 
 
+def keyed(engram: Any, label: str, sql: str, asked: dict[str, list[Any]]) -> dict[str, Any]:
+    """The terms' key rebuilt by `sql` (timed, in one transaction as `engram migrate` runs a
+    migration), its size, and the recalls timed after a warm-up round."""
+    with psycopg.connect(engram.database.conninfo, autocommit=True) as conn:
+        started = time.perf_counter()
+        with conn.transaction():
+            conn.execute(sql.encode())
+        shape: dict[str, Any] = {"key": label, "build_s": round(time.perf_counter() - started, 1),
+                                 "size_mib": key_size_mib(conn)}
+        conn.execute("ANALYZE engram_recall_terms")
+    timed_recalls(engram, asked)  # warm: the statements prepared, the pages cached
+    shape["recall"] = timed_recalls(engram, asked)
+    print(f"# {shape}", file=sys.stderr)
+    return shape
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=100_000)
@@ -70,26 +86,8 @@ def main() -> int:
         asked = queries(pop, args.queries, args.size)
         report["rounds"] = []
         for _ in range(2):  # old, covering, old, covering: each shape measured twice, alternated
-            with psycopg.connect(bench.engram.database.conninfo, autocommit=True) as conn:
-                started = time.perf_counter()
-                conn.execute(OLD_KEY)
-                old = {"key": "before 0013", "build_s": round(time.perf_counter() - started, 1),
-                       "size_mib": key_size_mib(conn)}
-                conn.execute("ANALYZE engram_recall_terms")
-            timed_recalls(bench.engram, asked)  # warm: the statements prepared, the pages cached
-            old["recall"] = timed_recalls(bench.engram, asked)
-            print(f"# {old}", file=sys.stderr)
-            with psycopg.connect(bench.engram.database.conninfo, autocommit=True) as conn:
-                started = time.perf_counter()
-                with conn.transaction():
-                    conn.execute(migration.sql.encode())
-                new = {"key": "migration 0013", "build_s": round(time.perf_counter() - started, 1),
-                       "size_mib": key_size_mib(conn)}
-                conn.execute("ANALYZE engram_recall_terms")
-            timed_recalls(bench.engram, asked)
-            new["recall"] = timed_recalls(bench.engram, asked)
-            print(f"# {new}", file=sys.stderr)
-            report["rounds"] += [old, new]
+            report["rounds"] += [keyed(bench.engram, "before 0013", OLD_KEY, asked),
+                                 keyed(bench.engram, "migration 0013", migration.sql, asked)]
     report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     text = json.dumps(report, indent=1)
     print(text)

@@ -36,17 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import fresh_engram, pct
-from writes import WORDS
+from writes import WORDS, sentence
 
 from engram.api.http import create_app
 from engram.api.identity import issue_token
 from engram.domain.scope import Caller
 
 PEOPLE = [f"person-{i}" for i in range(10)]
-
-
-def sentence(r: random.Random) -> str:
-    return "I prefer " + " ".join(r.choice(WORDS) for _ in range(r.randint(6, 12))) + " for meetings"
 
 
 def question(r: random.Random) -> str:
