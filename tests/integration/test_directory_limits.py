@@ -224,3 +224,24 @@ def test_a_directory_is_parsed_once_a_version_and_every_change_is_seen_at_once(
             assert ("t-risk" in other.ledger.access(alice).grants.teams) is expected, round
     finally:
         other.close()
+
+
+def test_a_process_keeps_a_bounded_number_of_parsed_directories(client: Any, engram: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parsed directories are kept for the companies asked about most recently, up to `KEPT`; one that
+    fell out is read and parsed again, with its teams as stored."""
+    from engram.domain.scope import Caller
+
+    from helpers import put_directory
+
+    queries = engram.ledger.standings
+    monkeypatch.setattr(queries, "KEPT", 2)
+    companies = ["acme", "beta", "gamma"]
+    for company in companies:
+        put_directory(client, {"teams": {f"t-{company}": {"members": ["alice"]}}}, company=company)
+    for _ in range(2):
+        for company in companies:
+            alice = Caller(company=company, person="alice", role="user", bot=None, entry="api")
+            assert engram.ledger.access(alice).grants.teams == {f"t-{company}"}
+            assert len(queries._directories) <= 2
+    assert list(queries._directories) == ["beta", "gamma"]
