@@ -12,13 +12,13 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-import httpx
+import httpx2 as httpx  # httpcore 1.0.9 leaks a connection cancelled between connect and send (ADR 0036)
 import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from psycopg import sql
@@ -211,25 +211,32 @@ class HindsightClient:
         (connect, request, answer and its whole body) ends within `deadline` seconds, or raises
         `HindsightUnavailable`; so does any bank failing. `max_tokens` bounds Hindsight's answer
         (its default, 4096 tokens of fact text, when None)."""
-        body: dict[str, Any] = {"query": query, "budget": budget,
-                                "include": {"entities": None, "source_facts": {"max_tokens": -1}}}
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        requests = [(f"/{bank}/memories/recall", self._auth(bank)) for bank in banks]  # signed on this thread
-
-        async def ask_all() -> list[tuple[int, bytes]]:
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._post(path, headers, body)) for path, headers in requests]
-            return [t.result() for t in tasks]
-
         try:
-            answers = run_within(ask_all, deadline)
+            answers = run_within(self.asking(banks, query, budget=budget, max_tokens=max_tokens), deadline)
         except DeadlinePassed:
             raise HindsightUnavailable("deadline passed", outage=True) from None
         except BaseExceptionGroup as group:  # the first bank that failed says why; the others were cancelled
             failure = next((e for e in _leaves(group) if isinstance(e, HindsightUnavailable)), None)
             raise failure or HindsightUnavailable("recall failed") from None
         return [_hints(status, content, most) for status, content in answers]
+
+    def asking(self, banks: list[str], query: str, *, budget: str = "low",
+               max_tokens: int | None = None) -> Callable[[], Awaitable[list[tuple[int, bytes]]]]:
+        """The work of `recall_banks` for the I/O loop: each bank's status and answer, asked at once.
+        Signed here, on the calling thread; cancelled on the loop at any point, it leaves no
+        connection behind (ADR 0036)."""
+        body: dict[str, Any] = {"query": query, "budget": budget,
+                                "include": {"entities": None, "source_facts": {"max_tokens": -1}}}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        requests = [(f"/{bank}/memories/recall", self._auth(bank)) for bank in banks]
+
+        async def ask_all() -> list[tuple[int, bytes]]:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._post(path, headers, body)) for path, headers in requests]
+            return [t.result() for t in tasks]
+
+        return ask_all
 
     async def _post(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, bytes]:
         """Status and body of one POST on the I/O loop, the body read whole but never past ANSWER_LIMIT."""

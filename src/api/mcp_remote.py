@@ -11,7 +11,7 @@ import os
 from typing import Any
 from urllib.parse import quote
 
-import httpx
+import httpx2 as httpx  # a tool call the host cancels leaves no connection in the pool (ADR 0036)
 
 from .mcp_tools import Problem, build_server
 
@@ -21,10 +21,9 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 class HttpBackend:
     """The tools' requests to the HTTP API with the person's bearer token."""
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport,
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout,
                                        headers={"Authorization": f"Bearer {token}", "User-Agent": "engram-mcp"})
 
     async def aclose(self) -> None:

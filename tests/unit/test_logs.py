@@ -68,8 +68,10 @@ def test_other_libraries_write_at_info_at_most_and_httpx_at_warning(log_stream: 
     logging.getLogger("mcp.server").debug("Received message: the personal text")
     logging.getLogger("sse_starlette.sse").debug("chunk: the personal text")
     logging.getLogger("httpx").info("HTTP Request: GET /v1/memories?q=the+personal+text")
+    logging.getLogger("httpx2").info("HTTP Request: POST /v1/default/banks/b/memories/recall")  # Hindsight's client
     logging.getLogger("uvicorn.error").info("Uvicorn running", extra={"color_message": "\x1b[1mUvicorn\x1b[0m"})
-    [line] = [json.loads(line) for line in lines_of(log_stream, "mcp.server", "sse_starlette.sse", "httpx", "uvicorn.error")]
+    [line] = [json.loads(line) for line in lines_of(log_stream, "mcp.server", "sse_starlette.sse", "httpx", "httpx2",
+                                                          "uvicorn.error")]
     assert line["message"] == "Uvicorn running" and "color_message" not in line
     logs.configure("json", "warning", stream=log_stream)
     logging.getLogger("engram.x").info("quiet")
