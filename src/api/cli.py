@@ -26,7 +26,8 @@ from .bootstrap import PROJECTIONS, Engram, key_rotation, master_key, master_key
 from .identity import issue_token
 
 log = logging.getLogger("engram")
-SERVICES = frozenset({"serve", "relay", "worker", "mcp"})  # they log at ENGRAM_LOG_LEVEL; the others print
+SERVICES = frozenset({"serve", "relay", "worker", "mcp"})
+MAX_PROCESSES = 64  # they log at ENGRAM_LOG_LEVEL; the others print
 
 
 def _settings():  # noqa: ANN202
@@ -40,16 +41,15 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from .http import create_app
-
     settings = _settings()
     if not settings.token_secret:
         log.warning("ENGRAM_TOKEN_SECRET is not set: using a development secret derived from the data "
                     "directory's master key; `engram token` uses the same one.")
     if settings.kafka_bootstrap:
         _quiet_kafka_client()
+    processes = args.processes if args.processes is not None else settings.serve_processes
+    if processes < 1 or processes > MAX_PROCESSES:
+        raise ValueError(f"--processes must be between 1 and {MAX_PROCESSES}")
     engram = Engram.open(settings)
     mode = "external PostgreSQL" if engram.embedded is None else f"embedded PostgreSQL in {engram.embedded.pgdata}"
     log.info("%s; serving on http://%s:%d", mode, args.host, args.port)
@@ -59,10 +59,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         # `engram restore DIR` refuses while this is held; `engram keys rotate` reads which key it wraps with
         with serving(engram.database.conninfo, engram.store.keys.serving_locks()):
-            # uvicorn logs through ours (ENGRAM_LOG_*); its access log is off: Observed logs each request
-            uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
-                        log_config=None, log_level=None, access_log=False,
-                        timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
+            if processes > 1:  # this process keeps the background loops; the others answer (ADR 0037)
+                from .processes import ServingFailed, serve_many
+
+                try:
+                    serve_many(engram, args.host, args.port, processes)
+                except ServingFailed as e:
+                    log.error("%s", e)
+                    return 1
+            else:
+                import uvicorn
+
+                from .http import create_app
+
+                # uvicorn logs through ours (ENGRAM_LOG_*); its access log is off: Observed logs each request
+                uvicorn.run(create_app(engram, token_secret(settings)), host=args.host, port=args.port,
+                            log_config=None, log_level=None, access_log=False,
+                            timeout_graceful_shutdown=10)  # SIGTERM ends the process even if a request hangs
     finally:
         engram.close()
     return 0
@@ -430,6 +443,8 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="serve the API")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8080)
+    s.add_argument("--processes", type=int, help="serving processes on the one port (default ENGRAM_SERVE_PROCESSES, "
+                                                 "1); more than 1 uses more cores (ADR 0037)")
     s.set_defaults(func=cmd_serve)
 
     sub.add_parser("mcp", help="a Model Context Protocol server on stdio for one person: ENGRAM_TOKEN at ENGRAM_URL "

@@ -114,5 +114,5 @@ class ObservedApp(FastAPI):
 
 def install(app: FastAPI, operations: Operations) -> None:
     """/metrics reads this app's registry: its requests and the deployment's readings."""
-    app.state.metrics = Metrics(operations.readings)
+    app.state.metrics = Metrics(operations)
 

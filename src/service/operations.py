@@ -26,6 +26,7 @@ from .ledger import Ledger
 from .recall import RecallService
 from .restore import apply_fence
 from .settings import Settings
+from .tally import Tally
 
 BUDGET_DAYS = 14  # the admin status's budget history, today included
 
@@ -154,18 +155,23 @@ class Operations:
         return {"forgets_pending": self.purge.backlog(company) if self.purge is not None else 0,
                 "tombstones_unpublished": outbox.backlog() if outbox is not None else 0}
 
-    def readings(self) -> list[Reading]:
+    def tallies(self) -> list[tuple[str, str, Tally]]:
+        """This process's own counts for /metrics: name, help and tally."""
+        found = [("engram_receipt_processing_failures_total", "Receipt runs that raised (each is retried; a receipt "
+                  "failing for good ends as failed)", self.learning.failed_runs)]
+        if self.recall is not None:
+            found.append(("engram_recall_degraded_total", "Recalls answered without the semantic index (down or "
+                          "slower than its deadline)", self.recall.degraded))
+        return found
+
+    def readings(self, *, tallies: bool = True) -> list[Reading]:
         """What /metrics shows of the deployment, read now: counts, states and lags, never a company's
-        name or any text. The tallies are this process's; everything else is read from the database and
+        name or any text. The tallies are this process's (left out with `tallies=False`: several serving
+        processes count them in shared files instead); everything else is read from the database and
         is the same in every process. A database that does not answer ends the reads (one failed read is
         enough to know): `engram_database_up` says 0 and what was read before stays."""
-        found = [Reading("engram_receipt_processing_failures_total", "counter", "Receipt runs that raised in this "
-                         "process (each is retried; a receipt failing for good ends as failed)",
-                         [({}, self.learning.failed_runs.count)])]
-        if self.recall is not None:
-            found.append(Reading("engram_recall_degraded_total", "counter", "Recalls answered without the semantic "
-                                 "index (down or slower than its deadline), in this process",
-                                 [({}, self.recall.degraded.count)]))
+        found = [Reading(name, "counter", help, [({}, tally.count)]) for name, help, tally in self.tallies()
+                 if tallies]
         up = self.availability.up
         if up:
             try:

@@ -1,0 +1,137 @@
+"""`engram serve --processes 2` on the embedded default (ADR 0037): two serving processes on one port
+under the one that keeps PostgreSQL and the background loops. A caller reads its own writes whichever
+process answers, /metrics counts every process's requests, a killed serving process is replaced
+while the other answers, and SIGTERM stops them all and PostgreSQL."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from deployment import postgres_running
+from helpers import remember_body, wait_until_ready
+
+ENGRAM = [str(Path(sys.executable).parent / "engram")]
+SECRET = "processes-secret-" + "p" * 32
+REMEMBERED = re.compile(r'engram_http_requests_total\{method="POST",route="/v1/memories",status="201"\} ([0-9.e+]+)')
+DEGRADED = re.compile(r"^engram_recall_degraded_total ([0-9.e+]+)$", re.M)
+
+
+def _counts(url: str) -> tuple[float, float]:
+    """Remembers answered and recalls degraded, as one scrape of /metrics says."""
+    text = httpx.get(url + "/metrics").text
+    [degraded] = DEGRADED.findall(text)  # one family, however many processes count it
+    return sum(float(n) for n in REMEMBERED.findall(text)), float(degraded)
+
+
+def _env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_") and k != "PROMETHEUS_MULTIPROC_DIR"}
+    return {**env, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_TOKEN_SECRET": SECRET, **extra}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serving(main: psutil.Process) -> list[psutil.Process]:
+    """The serving processes: the main's spawned children (PostgreSQL's are not its children)."""
+    return [c for c in main.children() if "multiprocessing" in " ".join(c.cmdline()) and "spawn_main" in
+            " ".join(c.cmdline())]
+
+
+def _wait_for(check, timeout: float = 60) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+@pytest.mark.e2e
+def test_two_serving_processes_answer_as_one_service(tmp_path: Path) -> None:
+    from engram.api.identity import issue_token
+
+    data = tmp_path / "data"
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_file = tmp_path / "serve.log"
+    with log_file.open("wb") as sink:  # a file, not a pipe: nobody reads while it serves
+        proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port), "--processes", "2"],
+                                # Hindsight is never there: every recall is degraded (and still answers from SQL)
+                                env=_env(data, ENGRAM_TOMBSTONE_DIR=str(tmp_path / "tombstones"),
+                                         ENGRAM_HINDSIGHT_URL=f"http://127.0.0.1:{_free_port()}"),
+                                stdout=sink, stderr=subprocess.STDOUT)
+    output = log_file.read_text
+    try:
+        wait_until_ready(proc, url, output)
+        main = psutil.Process(proc.pid)
+        _wait_for(lambda: len(_serving(main)) == 2)
+        token = issue_token(SECRET, company="acme", user="alice", role="user", bot=None, entry="api",
+                            ttl=timedelta(hours=1))
+        headers = {"Authorization": f"Bearer {token}"}
+
+        def remember_then_recall(_: int) -> bool:
+            word = "zq" + uuid.uuid4().hex[:10]
+            with httpx.Client(base_url=url, headers=headers, timeout=30) as client:  # a connection of its own
+                r = client.post("/v1/memories", json=remember_body(f"The code name of the launch is {word}"))
+                assert r.status_code == 201, r.text
+            with httpx.Client(base_url=url, headers=headers, timeout=30) as client:  # so maybe the other process
+                items = client.post("/v1/recall", json={"query": word}).json()["items"]
+            return [word in i["text"] for i in items] == [True]
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            assert all(pool.map(remember_then_recall, range(40)))
+        for _ in range(4):  # whichever process answers /metrics counts both processes' requests and tallies
+            assert _counts(url) == (40, 40)
+
+        # one serving process killed: the other answers meanwhile, and another takes its place
+        first, second = _serving(main)
+        first.kill()
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            assert all(pool.map(remember_then_recall, range(8)))
+        _wait_for(lambda: len(_serving(main)) == 2 and first.pid not in {p.pid for p in _serving(main)})
+        second.kill()  # the first one's replacement answers now
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            assert all(pool.map(remember_then_recall, range(8)))
+        _wait_for(lambda: len(_serving(main)) == 2)
+        assert _counts(url) == (56, 56)  # the killed processes' counts stay in the sum
+        children = _serving(main)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    log = output()
+    assert code in (0, 128 + signal.SIGTERM), log
+    assert "2 serving processes on http://127.0.0.1" in log and "ended (exit code -9)" in log
+    assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
+    assert not postgres_running(data / "pg")
+
+
+@pytest.mark.e2e
+def test_a_process_count_out_of_range_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run(ENGRAM + ["serve", "--processes", "0"], env=_env(tmp_path / "data"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--processes must be between 1 and 64" in done.stderr + done.stdout
+    done = subprocess.run(ENGRAM + ["serve"], env=_env(tmp_path / "data", ENGRAM_SERVE_PROCESSES="65"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "ENGRAM_SERVE_PROCESSES" in done.stderr + done.stdout
+    # the embedded PostgreSQL allows 97 sessions; five processes with pools of 8 (and 8 overflow) might need 136
+    done = subprocess.run(ENGRAM + ["serve", "--processes", "5"], env=_env(tmp_path / "data"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "5 serving processes may hold 136 database connections and the server allows 97" in done.stderr
+    assert not postgres_running(tmp_path / "data" / "pg")
