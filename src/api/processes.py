@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import shutil
 import signal
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
@@ -151,6 +153,21 @@ def _stop(processes: list[BaseProcess]) -> None:
             process.join(5)
 
 
+def _end_with_the_main() -> None:
+    """A serving process whose main process died (killed, not stopped) stops too, gracefully: it would
+    serve on without the background loops and keep the port from the next `engram serve`."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        log.warning("the main process %s ended; stopping serving process %d", parent.pid, os.getpid())
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="engram-main-watch", daemon=True).start()
+
+
 def _exit_on_signal(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
@@ -167,6 +184,7 @@ def _serve_one(sock: socket.socket, database: Database) -> None:
 
     settings = Settings()
     logs.configure(settings.log_format, settings.log_level)
+    _end_with_the_main()
     signal.signal(signal.SIGTERM, _exit_on_signal)  # uvicorn re-raises the signal after its graceful shutdown
     # Ctrl-C reaches the whole process group, and the main process stops us: no traceback while starting
     # (uvicorn takes both signals over while it serves)

@@ -6,13 +6,16 @@ while the other answers, and SIGTERM stops them all and PostgreSQL."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -42,11 +45,15 @@ def _env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def socket_bound(port: int) -> Iterator[None]:
+    with socket.create_server(("127.0.0.1", port)):
+        yield
 
 
 def _serving(main: psutil.Process) -> list[psutil.Process]:
@@ -135,3 +142,35 @@ def test_a_process_count_out_of_range_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "5 serving processes may hold 136 database connections and the server allows 97" in done.stderr
     assert not postgres_running(tmp_path / "data" / "pg")
+
+
+@pytest.mark.e2e
+def test_serving_processes_stop_when_the_main_process_is_killed(tmp_path: Path) -> None:
+    """SIGKILL leaves no chance to stop them: each notices its main is gone and stops itself, freeing
+    the port (PostgreSQL outlives a killed main, as with one process, until the next start)."""
+    from deployment import pg_ctl
+
+    data = tmp_path / "data"
+    port = _free_port()
+    log_file = tmp_path / "serve.log"
+    with log_file.open("wb") as sink:
+        proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port), "--processes", "2"],
+                                env=_env(data, ENGRAM_TOMBSTONE_DIR=str(tmp_path / "tombstones")),
+                                stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        wait_until_ready(proc, f"http://127.0.0.1:{port}", log_file.read_text)
+        main = psutil.Process(proc.pid)
+        _wait_for(lambda: len(_serving(main)) == 2)
+        children = _serving(main)
+        proc.kill()
+        proc.wait(timeout=30)
+        gone, alive = psutil.wait_procs(children, timeout=30)
+        assert not alive, log_file.read_text()
+        assert log_file.read_text().count("ended; stopping serving process") == 2
+        with socket_bound(port):  # the port is free again
+            pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if postgres_running(data / "pg"):
+            pg_ctl(data / "pg", "-w", "-m", "fast", "stop")
