@@ -1,10 +1,11 @@
 """Mixed load over HTTP, big remembers, and forget until purge complete.
 
     .venv/bin/python bench/load.py [--clients 32] [--seconds 30] [--seed 1000] [--big 100] [--forgets 50]
-        [--out FILE]
+        [--processes 1] [--out FILE]
 
 On a fresh embedded PostgreSQL in a temporary directory, a separate `engram serve` process (projectors
-in-process, the default deployment; no Hindsight) answers, in this order:
+in-process, the default deployment; no Hindsight; `--processes N` serving processes, ADR 0037)
+answers, in this order:
 
 1. `seed`: `--seed` memories remembered over HTTP by 16 clients for 20 people, so recall has
    something to find;
@@ -193,11 +194,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument("--big", type=int, default=100)
     parser.add_argument("--forgets", type=int, default=50)
+    parser.add_argument("--processes", type=int, default=1, help="engram serve --processes (ADR 0037)")
     parser.add_argument("--out")
     args = parser.parse_args()
 
     out: dict[str, Any] = {"args": vars(args)}
-    with fresh_engram() as bench, serving(bench) as url:
+    with fresh_engram() as bench, serving(bench, args.processes) as url:
         run = Run(bench.secret, seed=7)
         asyncio.run(register(url, run))
         took = asyncio.run(seed(url, run, args.seed))

@@ -1,10 +1,11 @@
 """The write path: remember and receipts over HTTP, in-process projection and the recall view's rebuild.
 
     .venv/bin/python bench/writes.py [--remembers 600] [--clients 1,16] [--receipts 600] [--batch 20]
-        [--events 6000] [--profile] [--lazy-commit] [--out FILE]
+        [--events 6000] [--profile] [--lazy-commit] [--processes 1] [--out FILE]
 
 On a fresh embedded PostgreSQL in a temporary directory, a separate `engram serve` process (projectors
-in-process, the default deployment) answers:
+in-process, the default deployment; `--processes N` serving processes, ADR 0037, whose CPU counts as
+the server's) answers:
 
 - `remember`: `POST /v1/memories`, each with new text, from 1 and from 16 concurrent keep-alive clients
   (requests/s, p50/p95 ms);
@@ -112,12 +113,14 @@ def postmaster(bench: Any) -> list[int]:
 
 
 @contextmanager
-def serving(bench: Any) -> Iterator[str]:
-    """`engram serve` on the bench's database, the way an operator runs it; its URL."""
+def serving(bench: Any, processes: int = 1) -> Iterator[str]:
+    """`engram serve` on the bench's database, the way an operator runs it, with `processes` serving
+    processes (ADR 0037); its URL once every one of them has started."""
     db = bench.db
     port = free_port()
     env = {**os.environ, "ENGRAM_DATABASE_URL": f"postgresql://{db.user}@/{db.dbname}?host={db.host}&port={db.port}",
-           "ENGRAM_MASTER_KEY": bench.master, "ENGRAM_TOKEN_SECRET": bench.secret, "ENGRAM_DATA_DIR": str(bench.tmp)}
+           "ENGRAM_MASTER_KEY": bench.master, "ENGRAM_TOKEN_SECRET": bench.secret, "ENGRAM_DATA_DIR": str(bench.tmp),
+           "ENGRAM_SERVE_PROCESSES": str(processes)}
     log = open(bench.tmp / "serve.log", "ab")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([str(Path(sys.executable).parent / "engram"), "serve", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
@@ -132,6 +135,13 @@ def serving(bench: Any) -> Iterator[str]:
                 time.sleep(0.1)
         else:
             raise RuntimeError(f"engram serve did not start; see {bench.tmp / 'serve.log'}")
+        if processes > 1:  # every serving process has said so in the log
+            for _ in range(600):
+                if (bench.tmp / "serve.log").read_text().count("Application startup complete") >= processes:
+                    break
+                time.sleep(0.1)
+            else:
+                raise RuntimeError(f"not every serving process started; see {bench.tmp / 'serve.log'}")
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -164,7 +174,7 @@ def http_phase(bench: Any, args: argparse.Namespace) -> dict[str, Any]:
         return "/v1/receipts", {"messages": [message(i * 1000 + j) for j in range(args.batch)]}, \
             tokens[PEOPLE[i % len(PEOPLE)]]
 
-    with serving(bench) as url:
+    with serving(bench, args.processes) as url:
         warm = [remember() for _ in range(30)] + [receipt() for _ in range(30)]
         asyncio.run(drive(url, 4, warm, (200, 201, 202)))
         for clients in args.clients:
@@ -348,6 +358,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="per-command counts and cProfile tops (slower)")
     ap.add_argument("--skip-http", action="store_true", help="only the in-process parts")
     ap.add_argument("--lazy-commit", action="store_true", help="synchronous_commit off on the throwaway server")
+    ap.add_argument("--processes", type=int, default=1, help="engram serve --processes (ADR 0037)")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]

@@ -31,12 +31,13 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engram.adapters.backups import serving
 from engram.adapters.database import Database
 
-from .bootstrap import Engram
+if TYPE_CHECKING:
+    from .bootstrap import Engram
 
 log = logging.getLogger("engram")
 
@@ -51,6 +52,7 @@ class ServingFailed(RuntimeError):
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
+    """The port every serving process accepts on, bound here once: a port in use fails the start at once."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.create_server((host, port), family=family, backlog=2048)  # SO_REUSEADDR, as uvicorn binds
     sock.set_inheritable(True)
@@ -179,7 +181,7 @@ def _serve_one(sock: socket.socket, database: Database) -> None:
     from engram.adapters import logs
     from engram.service.settings import Settings
 
-    from .bootstrap import token_secret
+    from .bootstrap import Engram, token_secret
     from .http import create_app
 
     settings = Settings()
