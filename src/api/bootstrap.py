@@ -128,9 +128,12 @@ class Engram:
         clock: Clock | None = None,
         background: bool = True,
         fenced: bool = True,
+        notified: bool = True,
     ) -> Engram:
         """`fenced=False` opens a database older than the tombstone journal (for `engram restore`);
-        anything else refuses it (`FenceRequired`) rather than serve what was forgotten."""
+        anything else refuses it (`FenceRequired`) rather than serve what was forgotten. `notified=False`
+        (the main process of several serving processes): the projectors' background loop polls instead
+        of waking at every write (`ProjectorRunner.start`)."""
         settings = settings or Settings()
         embedded = None
         if database is None:
@@ -258,7 +261,7 @@ class Engram:
         if not distributed:
             runner.catch_up_all()
             if background:
-                runner.start()
+                runner.start(listen=notified)
         for sweeper in sweepers:
             sweeper.start()
         return engram

@@ -384,6 +384,22 @@ class ViewProjection(Projection[View]):
         return max(position, head), applied
 
 
+class _DecodedOnce:
+    """A batch of stored events, each decoded when first asked for, and once however often asked."""
+
+    def __init__(self, notes: Sequence[Any], decode: Callable[[Any], Any]) -> None:
+        self.notes = notes
+        self.decode = decode
+        self.decoded: dict[int, tuple[Any, Tracking]] = {}
+
+    def after(self, position: int) -> list[tuple[Any, Tracking]]:
+        """The events past `position`, in order, each with its tracking record."""
+        for n in self.notes:
+            if n.id > position and n.id not in self.decoded:
+                self.decoded[n.id] = (self.decode(n), Tracking(APPLICATION, n.id))
+        return [self.decoded[n.id] for n in self.notes if n.id > position]
+
+
 class ProjectorRunner:
     """Runs projections in-process: LISTEN/NOTIFY to wake promptly, polling in case a wake-up is missed.
 
@@ -438,17 +454,17 @@ class ProjectorRunner:
                 mine = [p for p in ordered if notes[-1].id > positions[p.name]]
                 datastore = ordered[0].view.datastore
                 if mine:  # (none: every projection is past these already, moved by a runner elsewhere)
+                    items_after = _DecodedOnce(notes, self.decode).after
                     with prefetched(self.keys, notes):
-                        items = [(self.decode(n), Tracking(APPLICATION, n.id)) for n in notes]
                         # every view and its tracking row move together: one transaction, one commit
                         try:
                             with datastore.transaction(commit=True) as curs:
-                                applied += self._apply_together(curs, mine, items, guarded=False)
+                                applied += self._apply_together(curs, mine, items_after, guarded=False)
                         except TRANSIENT:
                             raise
                         except Exception:  # noqa: BLE001 - all of it rolled back: again, where a bad event is set aside
                             with datastore.transaction(commit=True) as curs:
-                                applied += self._apply_together(curs, mine, items, guarded=True)
+                                applied += self._apply_together(curs, mine, items_after, guarded=True)
                 positions.update((p.name, notes[-1].id) for p in mine)
                 start = notes[-1].id
                 if every:
@@ -460,16 +476,17 @@ class ProjectorRunner:
 
     @staticmethod
     def _apply_together(curs: Cursor[Any], projections: Sequence[ViewProjection],
-                        items: Sequence[tuple[Any, Tracking]], *, guarded: bool) -> int:
+                        items_after: Callable[[int], Sequence[tuple[Any, Tracking]]], *, guarded: bool) -> int:
         """`ViewProjection.apply_batch` for several projections at once, with the same effect in fewer
         round trips: their tracking rows locked in one message (in name order, as always) and moved in
-        another. Not `guarded`, their work runs straight in the transaction and a failure ends it (the
-        caller rolls back and comes again, guarded); `guarded`, it runs in one savepoint, and only when
-        some event fails there is each projection applied again in its own savepoints, which finds the
-        bad event and sets it aside."""
+        another. The events are asked for (`items_after(position)`, decoded then) only once the rows
+        are locked, and only past the lowest position locked: while another process applied the same
+        batch, this one waited on the rows instead of decoding it too (ADR 0037). Not `guarded`, their
+        work runs straight in the transaction and a failure ends it (the caller rolls back and comes
+        again, guarded); `guarded`, it runs in one savepoint, and only when some event fails there is
+        each projection applied again in its own savepoints, which finds the bad event and sets it aside."""
         if not projections:
             return 0
-        last = items[-1][1].notification_id
         curs.execute(SQL("; ").join(
             SQL("SELECT notification_id FROM {} WHERE application_name = {} FOR UPDATE").format(
                 Identifier(p.view.tracking_table_name), Literal(APPLICATION)) for p in projections))
@@ -479,6 +496,10 @@ class ProjectorRunner:
             assert row is not None, "tracking row missing; create_table() was not run"
             locked[p.name] = int(row["notification_id"])
             curs.nextset()
+        items = items_after(min(locked.values()))
+        if not items:  # applied meanwhile, elsewhere
+            return 0
+        last = items[-1][1].notification_id
         fresh = {p.name: [(e, t) for e, t in items if e is not None and t.notification_id > locked[p.name]]
                  for p in projections}
         def apply_all() -> None:
@@ -570,8 +591,11 @@ class ProjectorRunner:
                 self._published = position
                 self._turn.notify_all()
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="engram-projectors", daemon=True)
+    def start(self, *, listen: bool = True) -> None:
+        """The background loop. `listen=False` (several serving processes, ADR 0037): no NOTIFY wakes it,
+        only `poll_interval`, since each write settles its own events in the process that made it; woken
+        by every write, this loop would race those writes for the rows and do their batches in pieces."""
+        self._thread = threading.Thread(target=self._run, args=(listen,), name="engram-projectors", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -584,11 +608,16 @@ class ProjectorRunner:
                 pass
             self._thread.join(timeout=5)
 
-    def _run(self) -> None:
+    def _run(self, listen: bool = True) -> None:
         channel = self.recorder.channel_name
         outage = Outage(log, "database (projector loop)", first=self.poll_interval)
         while not self._stop.is_set():
             try:
+                if not listen:
+                    self.catch_up_all()
+                    outage.ok()
+                    self._stop.wait(self.poll_interval)
+                    continue
                 with self.recorder.datastore.get_connection() as conn:
                     conn.execute(f'LISTEN "{channel}"')
                     while not self._stop.is_set():

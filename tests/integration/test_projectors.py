@@ -278,3 +278,42 @@ def test_a_turn_that_fails_passes_on_to_the_next_waiting_write(engram) -> None:
     waiter.join(30)
     assert len(failed) == 1 and not waiter.is_alive()
     assert min(_positions(engram).values()) == second
+
+
+def test_a_runner_that_waited_for_another_to_apply_a_batch_decodes_none_of_it(engram) -> None:
+    """Two processes' runners catching up at once: the one that reaches the tracking rows second waits for
+    the first to commit, then finds its batch applied and decodes none of it (ADR 0037: with several
+    serving processes each write's catch-up would otherwise unseal every event again)."""
+    _store_without_settling(engram, [f"fact {i} about waiting on the rows" for i in range(6)])
+    decoded: list[Any] = []
+    decode = engram.store.mapper.to_domain_event
+    twin = ProjectorRunner(engram.store.recorder, lambda n: decoded.append(n.id) or decode(n),
+                           list(engram.projections.values()))
+    projections = sorted(engram.projections.values(), key=lambda p: p.name)
+    with engram.store.datastore.get_connection() as conn, conn.transaction():
+        for p in projections:  # "the first process" has the rows locked, mid-batch
+            conn.execute(f"SELECT 1 FROM {p.view.tracking_table_name} FOR UPDATE")
+        waiting = threading.Thread(target=twin.catch_up_all)
+        waiting.start()
+        time.sleep(1.0)  # the twin has read the positions and the batch, and waits on the rows
+        assert waiting.is_alive() and decoded == []
+        head = engram.store.recorder.max_notification_id()
+        for p in projections:  # and commits its batch
+            conn.execute(f"UPDATE {p.view.tracking_table_name} SET notification_id = %s", (head,))
+    waiting.join(30)
+    assert not waiting.is_alive()
+    assert decoded == []
+
+
+def test_a_runner_started_without_listening_catches_up_by_polling(engram) -> None:
+    """The main process of several serving processes (ADR 0037): no NOTIFY wakes its loop, polling does."""
+    runner = ProjectorRunner(engram.store.recorder, engram.store.mapper.to_domain_event,
+                             list(engram.projections.values()), poll_interval=0.2)
+    runner.start(listen=False)
+    try:
+        time.sleep(0.3)
+        _remember_without_settling(engram, "the release train leaves on tuesday")
+        assert _wait_until(lambda: _recalled(engram, "release train") == ["the release train leaves on tuesday"], 10)
+    finally:
+        runner.stop()
+    assert runner._thread is not None and not runner._thread.is_alive()
