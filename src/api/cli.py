@@ -67,6 +67,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 except ServingFailed as e:
                     log.error("%s", e)
                     return 1
+                except KeyboardInterrupt:  # Ctrl-C: the serving processes have stopped; the rest stops below
+                    log.info("interrupted; stopping")
             else:
                 import uvicorn
 

@@ -174,3 +174,29 @@ def test_serving_processes_stop_when_the_main_process_is_killed(tmp_path: Path) 
             proc.kill()
         if postgres_running(data / "pg"):
             pg_ctl(data / "pg", "-w", "-m", "fast", "stop")
+
+
+@pytest.mark.e2e
+def test_ctrl_c_stops_the_serving_processes_and_postgresql_quietly(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    port = _free_port()
+    log_file = tmp_path / "serve.log"
+    with log_file.open("wb") as sink:  # SIGINT as a terminal sends it (a shell's background job ignores it)
+        proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port), "--processes", "2"],
+                                env=_env(data, ENGRAM_TOMBSTONE_DIR=str(tmp_path / "tombstones")),
+                                stdout=sink, stderr=subprocess.STDOUT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        wait_until_ready(proc, f"http://127.0.0.1:{port}", log_file.read_text)
+        main = psutil.Process(proc.pid)
+        _wait_for(lambda: len(_serving(main)) == 2)
+        children = _serving(main)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = log_file.read_text()
+    assert "interrupted; stopping" in log and "Traceback" not in log
+    assert not psutil.wait_procs(children, timeout=10)[1]
+    assert not postgres_running(data / "pg")
