@@ -50,6 +50,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     processes = args.processes if args.processes is not None else settings.serve_processes
     if processes < 1 or processes > MAX_PROCESSES:
         raise ValueError(f"--processes must be between 1 and {MAX_PROCESSES}")
+    if processes > 1 and settings.kafka_bootstrap:
+        raise ValueError("--processes is for the in-process projectors; in distributed mode (ENGRAM_KAFKA_BOOTSTRAP) "
+                         "run more API replicas instead")
     engram = Engram.open(settings, notified=processes == 1)  # several: each write settles its own events
     mode = "external PostgreSQL" if engram.embedded is None else f"embedded PostgreSQL in {engram.embedded.pgdata}"
     log.info("%s; serving on http://%s:%d", mode, args.host, args.port)

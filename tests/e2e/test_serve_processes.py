@@ -136,6 +136,9 @@ def test_a_process_count_out_of_range_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(ENGRAM + ["serve"], env=_env(tmp_path / "data", ENGRAM_SERVE_PROCESSES="65"),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "ENGRAM_SERVE_PROCESSES" in done.stderr + done.stdout
+    done = subprocess.run(ENGRAM + ["serve", "--processes", "2"], env=_env(tmp_path / "data",
+                          ENGRAM_KAFKA_BOOTSTRAP="127.0.0.1:9"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "in distributed mode (ENGRAM_KAFKA_BOOTSTRAP) run more API replicas" in done.stderr
     # the embedded PostgreSQL allows 97 sessions; five processes with pools of 8 (and 8 overflow) might need 136
     done = subprocess.run(ENGRAM + ["serve", "--processes", "5"], env=_env(tmp_path / "data"),
                           capture_output=True, text=True, timeout=120)
