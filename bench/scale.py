@@ -1,6 +1,6 @@
 """Recall latency, the API's resident memory and the views' size at 1,000 / 10,000 / 100,000 memories.
 
-    .venv/bin/python bench/scale.py [--sizes 1000,10000,100000] [--clients 1,4] [--queries 300]
+    .venv/bin/python bench/scale.py [--sizes 1000,10000,100000] [--clients 1,4] [--queries 300] [--processes 1]
         [--per-person 100] [--out FILE]
 
 Each size gets a fresh embedded PostgreSQL (`synchronous_commit` off on that throwaway server) and its
@@ -317,7 +317,7 @@ def measure(bench: Any, pop: Population, args: argparse.Namespace, size: int) ->
         return [("/v1/recall", {"query": q}, tokens[(p.company, p.id)]) for p, q in qs]
 
     out: dict[str, Any] = {}
-    with serving(bench) as url:
+    with serving(bench, args.processes) as url:
         pid = serve_pid(int(url.rsplit(":", 1)[1]))
         time.sleep(2)  # its start-up work (catch-up, sweepers' first turn) settles
         out["rss_started_mib"] = memory_of(pid)
@@ -350,6 +350,8 @@ def main() -> int:
     ap.add_argument("--clients", default="1,4", help="concurrent keep-alive clients, one run for each")
     ap.add_argument("--queries", type=int, default=300, help="per kind (English/Chinese, hit/miss, busiest person)")
     ap.add_argument("--per-person", type=int, default=100, help="memories a person holds on average")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="engram serve --processes (ADR 0037); the memory figures are then the main process's")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]
