@@ -21,13 +21,13 @@ from engram.adapters.tombstones import FenceRequired
 from engram.domain.clock import Clock
 from engram.service.backups import Backups, catalog_of
 from engram.service.key_rotation import KeyRotation
+from engram.service.settings import MAX_SERVE_PROCESSES
 
 from .bootstrap import PROJECTIONS, Engram, key_rotation, master_key, master_keys, token_secret
 from .identity import issue_token
 
 log = logging.getLogger("engram")
-SERVICES = frozenset({"serve", "relay", "worker", "mcp"})
-MAX_PROCESSES = 64  # they log at ENGRAM_LOG_LEVEL; the others print
+SERVICES = frozenset({"serve", "relay", "worker", "mcp"})  # they log at ENGRAM_LOG_LEVEL; the others print
 
 
 def _settings():  # noqa: ANN202
@@ -36,7 +36,7 @@ def _settings():  # noqa: ANN202
     return Settings()
 
 
-def _exit_on_signal(signum: int, _frame: object) -> None:
+def exit_on_signal(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
@@ -48,8 +48,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.kafka_bootstrap:
         _quiet_kafka_client()
     processes = args.processes if args.processes is not None else settings.serve_processes
-    if processes < 1 or processes > MAX_PROCESSES:
-        raise ValueError(f"--processes must be between 1 and {MAX_PROCESSES}")
+    if processes < 1 or processes > MAX_SERVE_PROCESSES:
+        raise ValueError(f"--processes must be between 1 and {MAX_SERVE_PROCESSES}")
     if processes > 1 and settings.kafka_bootstrap:
         raise ValueError("--processes is for the in-process projectors; in distributed mode (ENGRAM_KAFKA_BOOTSTRAP) "
                          "run more API replicas instead")
@@ -58,7 +58,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     log.info("%s; serving on http://%s:%d", mode, args.host, args.port)
     # uvicorn shuts down gracefully on SIGTERM and then re-raises it; make that re-raise an
     # ordinary exit so the projectors and the embedded PostgreSQL are stopped below.
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGTERM, exit_on_signal)
     try:
         # `engram restore DIR` refuses while this is held; `engram keys rotate` reads which key it wraps with
         with serving(engram.database.conninfo, engram.store.keys.serving_locks()):

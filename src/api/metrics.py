@@ -26,8 +26,9 @@ from prometheus_client.registry import Collector
 from engram.service.operations import Operations, Reading
 from engram.service.tally import Tally
 
+from .processes import MULTIPROCESS_DIR  # set: several serving processes count in files there (ADR 0037)
+
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
-SHARED_DIR = "PROMETHEUS_MULTIPROC_DIR"  # set: several serving processes count in files there (ADR 0037)
 # Seconds: most answers take milliseconds; a 503 comes within 5 s; the statement timeout is 10 s.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -64,7 +65,7 @@ class Metrics:
 
     def __init__(self, operations: Operations) -> None:
         self.registry = CollectorRegistry()
-        shared = bool(os.environ.get(SHARED_DIR))
+        shared = bool(os.environ.get(MULTIPROCESS_DIR))
         own = None if shared else self.registry  # shared: the files are read, not these objects
         labels = ("method", "route", "status")
         self.requests = Counter("engram_http_requests", "HTTP requests answered by Engram's serving processes, by "
@@ -95,7 +96,7 @@ def count_in_files(tallies: list[tuple[str, str, Tally]]) -> None:
     files, so /metrics in any process answers their sum over the processes (the main process's
     learning failures included, though it serves no HTTP)."""
     if values.ValueClass.__name__ != "MmapedValue":  # what the library chose when it was first imported
-        raise RuntimeError(f"{SHARED_DIR} must be set before prometheus-client is imported")
+        raise RuntimeError(f"{MULTIPROCESS_DIR} must be set before prometheus-client is imported")
     for name, help, tally in tallies:
         counter = Counter(name.removesuffix("_total"), help, registry=None)
         tally.mirror(counter.inc)

@@ -170,10 +170,6 @@ def _end_with_the_main() -> None:
     threading.Thread(target=watch, name="engram-main-watch", daemon=True).start()
 
 
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def _serve_one(sock: socket.socket, database: Database) -> None:
     """One serving process: Engram on the main's database, no background loops, the app on `sock`."""
     import uvicorn
@@ -182,12 +178,13 @@ def _serve_one(sock: socket.socket, database: Database) -> None:
     from engram.service.settings import Settings
 
     from .bootstrap import Engram, token_secret
+    from .cli import exit_on_signal
     from .http import create_app
 
     settings = Settings()
     logs.configure(settings.log_format, settings.log_level)
     _end_with_the_main()
-    signal.signal(signal.SIGTERM, _exit_on_signal)  # uvicorn re-raises the signal after its graceful shutdown
+    signal.signal(signal.SIGTERM, exit_on_signal)  # uvicorn re-raises the signal after its graceful shutdown
     # Ctrl-C reaches the whole process group, and the main process stops us: no traceback while starting
     # (uvicorn takes both signals over while it serves)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 Seconds = Annotated[float, Field(gt=0)]
 Count = Annotated[int, Field(ge=1)]
 MAX_BACKUP_RETENTION_DAYS = 30
+MAX_SERVE_PROCESSES = 64
 
 
 class Settings(BaseSettings):
@@ -57,7 +58,7 @@ class Settings(BaseSettings):
     hindsight_database_url: str | None = None  # Hindsight's own PostgreSQL: vacuumed after deletes when given
     hindsight_audit_interval: Seconds = 3600.0  # how often deleted documents are re-read in Hindsight
     db_pool_size: Count = 8
-    serve_processes: Annotated[int, Field(ge=1, le=64)] = 1  # `engram serve`: processes on the one port (ADR 0037)
+    serve_processes: Annotated[int, Field(ge=1, le=MAX_SERVE_PROCESSES)] = 1  # `engram serve`, ADR 0037
     db_statement_timeout: Seconds = 10.0
     db_lock_timeout: Seconds = 5.0
     db_idle_timeout: Seconds = 5.0

@@ -23,6 +23,7 @@ import httpx
 import psutil
 import pytest
 
+from broker import free_port
 from deployment import postgres_running
 from helpers import remember_body, wait_until_ready
 
@@ -42,12 +43,6 @@ def _counts(url: str) -> tuple[float, float]:
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_") and k != "PROMETHEUS_MULTIPROC_DIR"}
     return {**env, "ENGRAM_DATA_DIR": str(data_dir), "ENGRAM_TOKEN_SECRET": SECRET, **extra}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -74,14 +69,14 @@ def test_two_serving_processes_answer_as_one_service(tmp_path: Path) -> None:
     from engram.api.identity import issue_token
 
     data = tmp_path / "data"
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log_file = tmp_path / "serve.log"
     with log_file.open("wb") as sink:  # a file, not a pipe: nobody reads while it serves
         proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port), "--processes", "2"],
                                 # Hindsight is never there: every recall is degraded (and still answers from SQL)
                                 env=_env(data, ENGRAM_TOMBSTONE_DIR=str(tmp_path / "tombstones"),
-                                         ENGRAM_HINDSIGHT_URL=f"http://127.0.0.1:{_free_port()}"),
+                                         ENGRAM_HINDSIGHT_URL=f"http://127.0.0.1:{free_port()}"),
                                 stdout=sink, stderr=subprocess.STDOUT)
     output = log_file.read_text
     try:
@@ -154,7 +149,7 @@ def test_serving_processes_stop_when_the_main_process_is_killed(tmp_path: Path) 
     from deployment import pg_ctl
 
     data = tmp_path / "data"
-    port = _free_port()
+    port = free_port()
     log_file = tmp_path / "serve.log"
     with log_file.open("wb") as sink:
         proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port), "--processes", "2"],
@@ -182,7 +177,7 @@ def test_serving_processes_stop_when_the_main_process_is_killed(tmp_path: Path) 
 @pytest.mark.e2e
 def test_ctrl_c_stops_the_serving_processes_and_postgresql_quietly(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    port = _free_port()
+    port = free_port()
     log_file = tmp_path / "serve.log"
     with log_file.open("wb") as sink:  # SIGINT as a terminal sends it (a shell's background job ignores it)
         proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port), "--processes", "2"],
