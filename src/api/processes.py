@@ -10,8 +10,13 @@ without background loops, holds the serving locks as the main does, and serves t
 shared socket. A write settles the views in the process that made it (ADR 0033: across processes
 the database decides), so a caller reads its own writes whichever process answers next.
 
-A serving process that ends is started again. Five in a row that end within `QUICK` seconds of
-their start end the service: one that cannot start will not start the sixth time either.
+A serving process that ends is started again. Until one has served for `QUICK` seconds, five in a
+row that end sooner than that end the service: a process that cannot start at all (a wrong setting,
+a database that is not there) will not start the sixth time either, and the operator hears of it at
+once. Once the service has served, a process that ends is replaced however often that takes: a
+replacement that cannot start (its database is down) is tried again after a delay that doubles with
+each quick end, up to `BACKOFF_MAX`, while the others answer, and the service comes back whole
+without an operator when the database does.
 
 /metrics: the request counters live in files (prometheus-client's multiprocess mode, in a fresh
 directory for each `engram serve`), so any process's /metrics answers the sum over all of them.
@@ -33,6 +38,7 @@ from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
+from engram.adapters.availability import UNAVAILABLE_ERRORS
 from engram.adapters.backups import serving
 from engram.adapters.database import Database
 
@@ -42,7 +48,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("engram")
 
 QUICK = 10.0  # seconds: a serving process that ends sooner after its start counts as one that cannot start
-GIVE_UP = 5  # quick ends in a row
+GIVE_UP = 5  # quick ends in a row, before any process has served, that end the service
+BACKOFF_FIRST = 1.0  # seconds before the first retry of a slot whose process ended quickly, once serving
+BACKOFF_MAX = 30.0  # and never longer than this between retries
 STOP_WAIT = 15.0  # seconds a stopping serving process gets (uvicorn's graceful shutdown takes at most 10)
 MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client reads it when it is first imported
 
@@ -112,34 +120,58 @@ def serve_many(engram: Engram, host: str, port: int, count: int) -> None:
 
 
 def supervise(start: Callable[[int], BaseProcess], count: int, where: str, *, quick: float = QUICK,
-              give_up: int = GIVE_UP) -> None:
-    """Keep `count` processes made by `start(slot)` running: one that ends is started again, until
-    `give_up` in a row have ended within `quick` seconds of their start (`ServingFailed`). They are
-    stopped however this ends."""
-    processes: list[BaseProcess] = []
+              give_up: int = GIVE_UP, backoff: float = BACKOFF_FIRST, backoff_max: float = BACKOFF_MAX) -> None:
+    """Keep `count` processes made by `start(slot)` running, each slot started again when its process ends.
+    Before any process has lived `quick` seconds, `give_up` quick ends in a row raise `ServingFailed`;
+    after that, a slot whose process ended quickly waits `backoff` seconds, doubling to `backoff_max`,
+    before its next start, and this never gives up. The processes are stopped however this ends."""
+    processes: list[BaseProcess | None] = []
     started: list[float] = []
     try:
         for slot in range(count):
             processes.append(start(slot))
             started.append(time.monotonic())
-        log.info("%d serving processes on %s (pids %s)", count, where, ", ".join(str(p.pid) for p in processes))
-        quick_ends = 0
+        log.info("%d serving processes on %s (pids %s)", count, where,
+                 ", ".join(str(p.pid) for p in processes if p is not None))
+        served = False  # has any process lived `quick` seconds?
+        quick_ends = 0  # in a row, over every slot: what gives up before the service has served
+        failures = [0] * count  # quick ends in a row, by slot: what its backoff doubles with
+        retry_at = [0.0] * count  # when an empty slot starts again
         while True:
             time.sleep(0.5)
+            now = time.monotonic()
             for slot, process in enumerate(processes):
-                if process.is_alive():
+                if process is None:
+                    if now >= retry_at[slot]:
+                        processes[slot] = start(slot)
+                        started[slot] = time.monotonic()
                     continue
-                lived = time.monotonic() - started[slot]
-                quick_ends = quick_ends + 1 if lived < quick else 0
-                if quick_ends >= give_up:
+                lived = now - started[slot]
+                if process.is_alive():
+                    if lived >= quick:
+                        served, failures[slot] = True, 0
+                    continue
+                quick_end = lived < quick
+                served = served or not quick_end
+                quick_ends = quick_ends + 1 if quick_end else 0
+                failures[slot] = failures[slot] + 1 if quick_end else 0
+                if not served and quick_ends >= give_up:
                     raise ServingFailed(f"{give_up} serving processes in a row ended within {quick:g} s of their "
                                         "start; see their log lines above")
-                log.warning("serving process %s ended (exit code %s) after %.0f s; starting another",
-                            process.pid, process.exitcode, lived)
-                processes[slot] = start(slot)
-                started[slot] = time.monotonic()
+                if not failures[slot] or not served:  # not yet serving: give up soon rather than wait
+                    log.warning("serving process %s ended (exit code %s) after %.0f s; starting another",
+                                process.pid, process.exitcode, lived)
+                    processes[slot] = start(slot)
+                    started[slot] = time.monotonic()
+                    continue
+                wait = min(backoff_max, backoff * 2 ** (failures[slot] - 1))
+                log.warning("serving process %s ended (exit code %s) %.0f s after its start, %d in a row in its "
+                            "slot; starting another in %.1f s", process.pid, process.exitcode, lived,
+                            failures[slot], wait)
+                processes[slot] = None
+                retry_at[slot] = now + wait
     finally:
-        _stop(processes)
+        _stop([p for p in processes if p is not None])
 
 
 def _stop(processes: list[BaseProcess]) -> None:
@@ -188,7 +220,12 @@ def _serve_one(sock: socket.socket, database: Database) -> None:
     # Ctrl-C reaches the whole process group, and the main process stops us: no traceback while starting
     # (uvicorn takes both signals over while it serves)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    engram = Engram.open(settings, database=database, background=False)
+    try:
+        engram = Engram.open(settings, database=database, background=False)
+    except UNAVAILABLE_ERRORS as e:  # one line for the operator, not a traceback at every retry
+        log.error("serving process %d cannot start: the database is not answering (%s); the main process "
+                  "tries again later", os.getpid(), type(e).__name__)
+        raise SystemExit(1) from None
     try:
         with serving(database.conninfo, engram.store.keys.serving_locks()):
             config: Any = uvicorn.Config(create_app(engram, token_secret(settings)), log_config=None, log_level=None,

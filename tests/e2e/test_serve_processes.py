@@ -1,7 +1,8 @@
 """`engram serve --processes 2` on the embedded default (ADR 0037): two serving processes on one port
 under the one that keeps PostgreSQL and the background loops. A caller reads its own writes whichever
 process answers, /metrics counts every process's requests, a killed serving process is replaced
-while the other answers, and SIGTERM stops them all and PostgreSQL."""
+while the other answers (and, lost while PostgreSQL is down, once it is back), and SIGTERM stops them
+all and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import psutil
 import pytest
 
 from broker import free_port
-from deployment import postgres_running
+from deployment import pg_ctl, postgres_running, postmaster, start_postgres, stop_leftover
 from helpers import remember_body, wait_until_ready
 
 ENGRAM = [str(Path(sys.executable).parent / "engram")]
@@ -124,6 +125,62 @@ def test_two_serving_processes_answer_as_one_service(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+def test_a_serving_process_lost_while_postgresql_is_down_is_replaced_when_it_is_back(tmp_path: Path) -> None:
+    """Its replacements cannot start while the database is down: they are tried again later, with a
+    growing delay and a one-line reason, not given up on (which would end the whole service), and the
+    service is whole again once PostgreSQL answers."""
+    from engram.api.identity import issue_token
+
+    data = tmp_path / "data"
+    pgdata = data / "pg"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_file = tmp_path / "serve.log"
+    with log_file.open("wb") as sink:
+        proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port), "--processes", "2"],
+                                env=_env(data, ENGRAM_TOMBSTONE_DIR=str(tmp_path / "tombstones")),
+                                stdout=sink, stderr=subprocess.STDOUT)
+    output = log_file.read_text
+    leftover = False
+    try:
+        wait_until_ready(proc, url, output)
+        main = psutil.Process(proc.pid)
+        _wait_for(lambda: len(_serving(main)) == 2)
+        headers = {"Authorization": "Bearer " + issue_token(
+            SECRET, company="acme", user="alice", role="user", bot=None, entry="api", ttl=timedelta(hours=1))}
+        assert httpx.post(url + "/v1/memories", headers=headers, json=remember_body("I prefer tea"),
+                          timeout=30).status_code == 201
+        # the service has served: its processes have lived longer than a start that fails (QUICK, 10 s)
+        _wait_for(lambda: time.time() - min(p.create_time() for p in _serving(main)) > 11, timeout=30)
+
+        socket_dir = postmaster(pgdata)[4]
+        pg_ctl(pgdata, "-m", "fast", "-w", "stop")
+        lost = _serving(main)[0]
+        lost.kill()
+        _wait_for(lambda: "3 in a row in its slot" in output(), timeout=90)
+        assert proc.poll() is None  # still supervising
+        start_postgres(pgdata, socket_dir)
+
+        _wait_for(lambda: len(_serving(main)) == 2 and lost.pid not in {p.pid for p in _serving(main)}
+                  and output().count("Started server process") == 3, timeout=60)
+        answers = set()
+        for _ in range(20):  # a connection each: both processes answer, the replacement among them
+            with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+                answers.add(client.post("/v1/memories", json=remember_body("I prefer tea")).status_code)
+        assert answers == {201}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        leftover = stop_leftover(pgdata)
+    log = output()
+    assert code in (0, 128 + signal.SIGTERM), log
+    assert "cannot start: the database is not answering (OperationalError); the main process tries again later" in log
+    assert "starting another in 1.0 s" in log and "starting another in 2.0 s" in log
+    assert "Traceback" not in log and "tea" not in log
+    assert not leftover, "the PostgreSQL started by pg_ctl outlived engram serve"
+
+
+@pytest.mark.e2e
 def test_a_process_count_out_of_range_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(ENGRAM + ["serve", "--processes", "0"], env=_env(tmp_path / "data"),
                           capture_output=True, text=True, timeout=120)
@@ -146,8 +203,6 @@ def test_a_process_count_out_of_range_is_refused(tmp_path: Path) -> None:
 def test_serving_processes_stop_when_the_main_process_is_killed(tmp_path: Path) -> None:
     """SIGKILL leaves no chance to stop them: each notices its main is gone and stops itself, freeing
     the port (PostgreSQL outlives a killed main, as with one process, until the next start)."""
-    from deployment import pg_ctl
-
     data = tmp_path / "data"
     port = free_port()
     log_file = tmp_path / "serve.log"
