@@ -41,6 +41,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_healthy(url: str, tries: int = 300) -> bool:
+    """Until `url`/healthz answers 200 (a server just started); False if it never did."""
+    for _ in range(tries):
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
 def start_minilm(tmp: Path) -> tuple[str, int, subprocess.Popen[bytes]]:
     """bench/minilm.py (all-MiniLM-L6-v2, 384 dimensions) under Hindsight's environment: its base URL,
     its dimensions and its process."""

@@ -37,7 +37,7 @@ from pathlib import Path
 from uuid import uuid4
 
 import httpx
-from harness import free_port, pct, start_hindsight
+from harness import free_port, pct, start_hindsight, wait_healthy
 
 from engram.adapters.database import EmbeddedPostgres
 from engram.api.bootstrap import Engram
@@ -294,12 +294,7 @@ def main() -> None:
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 url = f"http://127.0.0.1:{port}"
-                for _ in range(200):
-                    try:
-                        if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        time.sleep(0.1)
+                wait_healthy(url, 200)
                 hp = bench_http(url, secret, qs)
                 print(f"{n:>9} {'http':<11} {pct(hp, 50):>8.2f} {pct(hp, 95):>8.2f}")
             finally:
