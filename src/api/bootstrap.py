@@ -51,6 +51,8 @@ from engram.service.ports import Settler
 from engram.service.recall import RecallService
 from engram.service.settings import Settings
 
+from .rebuilds import fill_in_processes
+
 PROJECTIONS = ("recall", "review", "governance", "inbox", "insights", "links")
 
 
@@ -129,11 +131,14 @@ class Engram:
         background: bool = True,
         fenced: bool = True,
         notified: bool = True,
+        catch_up: bool = True,
     ) -> Engram:
         """`fenced=False` opens a database older than the tombstone journal (for `engram restore`);
         anything else refuses it (`FenceRequired`) rather than serve what was forgotten. `notified=False`
         (the main process of several serving processes): the projectors' background loop polls instead
-        of waking at every write (`ProjectorRunner.start`)."""
+        of waking at every write (`ProjectorRunner.start`). `catch_up=False` (a process filling a
+        rebuild, ADR 0038): the views are not caught up first; that is the business of the process that
+        serves them."""
         settings = settings or Settings()
         embedded = None
         if database is None:
@@ -254,12 +259,14 @@ class Engram:
                      syncer, embedded, sweepers, forgetting, backups=backups,
                      importer=MemoryImporter(memories, fence, root.import_key, fence.loaded.wait),
                      insights=insights)
+        engram.operations.fill_in_processes = fill_in_processes(settings, database, fenced)
         assert store.outbox is not None
         engram.publisher = TombstonePublisher(store.outbox, journal, ledger.clock)
         fence.on_commit = engram.publisher.kick
         engram.publisher.start()
         if not distributed:
-            runner.catch_up_all()
+            if catch_up:
+                runner.catch_up_all()
             if background:
                 runner.start(listen=notified)
         for sweeper in sweepers:

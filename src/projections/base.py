@@ -18,7 +18,7 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from psycopg import Cursor
-from psycopg.errors import DeadlockDetected
+from psycopg.errors import DeadlockDetected, TransactionRollback
 from psycopg.sql import SQL, Identifier, Literal
 from psycopg_pool import PoolTimeout
 
@@ -296,12 +296,19 @@ class ViewProjection(Projection[View]):
             )
         return applied
 
+    # Every event this projection applies changes one memory's rows (its originator's) and, besides,
+    # only rows it adds to in any order (per-person counts written in a fixed order): replaying each
+    # memory's events in order, the memories apart and at once, builds the same view. A rebuild may then
+    # fill it from several processes, each taking the memories of one part (`replay_part`, ADR 0038).
+    partitionable = False
+
     REBUILD_BATCH = 2000  # events a rebuild applies, and commits, at a time
     SWAP_GAP = 2000  # at most this many events behind the head, the rebuild takes the lock and swaps
     SWAP_TRIES = 5  # a swap that waits too long for a lock (readers, a deadlock) gives up and comes again
 
     def rebuild(self, recorder: Any, decode: Callable[[Any], Any],
-                progress: Callable[[int, int], None] | None = None, keys: Any = None) -> int:
+                progress: Callable[[int, int], None] | None = None, keys: Any = None,
+                fill: Callable[[int], tuple[int, set[int]]] | None = None) -> int:
         """Replay every event into fresh tables beside the view, then swap them in (ADR 0034).
 
         The new tables live in a schema of their own (`View.shadow`), with the view's DDL and names, so
@@ -310,12 +317,21 @@ class ViewProjection(Projection[View]):
         updated by writes. Then, in one short transaction holding the view's tracking row (and, in
         distributed mode, its partition rows): the last events are applied, the old tables are dropped
         and the new ones moved in. A crash before that leaves the old view as it was; the next rebuild
-        drops what the crashed one left. Returns how many events were applied."""
+        drops what the crashed one left. Returns how many events were applied.
+
+        `fill(head)`, for a `partitionable` projection, fills the shadow up to `head` first, in several
+        processes (each replaying one part's memories with `replay_part`), and returns how many events
+        they applied and which they set aside; the events after `head` are then replayed here."""
         view = self.view
         with view.datastore.transaction(commit=True) as curs:
             view.create_shadow(curs)
         position = applied = 0
         quarantined: set[int] = set()
+        if fill is not None and self.partitionable:
+            head = recorder.max_notification_id() or 0
+            if head - position > max(self.FILL_FROM, self.SWAP_GAP):
+                applied, quarantined = fill(head)
+                position = head
         for attempt in range(self.SWAP_TRIES + 1):
             while True:  # fill, each batch committed, until close enough to the head to swap briefly
                 head = recorder.max_notification_id() or 0
@@ -356,32 +372,67 @@ class ViewProjection(Projection[View]):
             return applied
         raise AssertionError("unreachable")
 
+    def replay_part(self, recorder: Any, decode: Callable[[Any], Any], keys: Any, head: int, part: int, parts: int,
+                    progress: Callable[[int, int], None] | None = None) -> tuple[int, set[int]]:
+        """One process's share of a rebuild's fill (`rebuild`'s `fill`): into the shadow tables, which
+        exist, the events up to `head` of the memories in `part` of `parts`, each batch committed.
+        Returns how many were applied and which were set aside."""
+        assert self.partitionable and 0 <= part < parts
+        quarantined: set[int] = set()
+        _, applied = self._replay(recorder, decode, keys, 0, head, progress, quarantined, part=(part, parts))
+        return applied, quarantined
+
     def _replay(self, recorder: Any, decode: Callable[[Any], Any], keys: Any, position: int, head: int,
                 progress: Callable[[int, int], None] | None, quarantined: set[int],
-                curs: Cursor[Any] | None = None) -> tuple[int, int]:
-        """Apply the events after `position` up to `head` to the shadow tables: each batch in its own
-        committed transaction, or all in `curs` (the swap's). Returns the new position and how many."""
+                curs: Cursor[Any] | None = None, part: tuple[int, int] | None = None) -> tuple[int, int]:
+        """Apply the events after `position` up to `head` to the shadow tables (only those of the memories
+        in `part`, if given): each batch in its own committed transaction, or all in `curs` (the swap's).
+        Returns the new position and how many."""
         applied = 0
         while position < head:
             notes = recorder.select_notifications(start=position, limit=self.REBUILD_BATCH, stop=head,
                                                   inclusive_of_start=False)
             if not notes:
                 break
+            last = notes[-1].id
+            if part is not None:  # decoded by the process whose part they are, and only there
+                notes = [n for n in notes if n.originator_id.int % part[1] == part[0]]
             with prefetched(keys, notes):
                 items = [(decode(n), Tracking(APPLICATION, n.id)) for n in notes]
                 if curs is not None:
                     self.view.use_shadow(curs)
                     applied += self._apply_after(curs, position, items, quarantined)
                 else:
-                    with self.view.datastore.transaction(commit=True) as batch:
-                        # lost in a crash, this batch would be dropped with the rest of the shadow anyway
-                        batch.execute("SET LOCAL synchronous_commit = off")
-                        self.view.use_shadow(batch)
-                        applied += self._apply_after(batch, position, items, quarantined)
-            position = notes[-1].id
+                    applied += self._commit_batch(position, items, quarantined)
+            position = last
             if progress is not None and curs is None:
                 progress(position, head)
         return max(position, head), applied
+
+    FILL_FROM = 20_000  # events: fewer, and one process replays them before several would have started
+    REBUILD_RETRIES = 5  # a batch rolled back by a deadlock is committed again, at most this many times
+
+    def _commit_batch(self, position: int, items: Sequence[tuple[Any, Tracking]], quarantined: set[int]) -> int:
+        """One batch of a rebuild's fill into the shadow, in a transaction of its own. Rows outside the
+        shadow (a forget's purge report, shared by the memories it forgot) are written by the serving
+        catch-up and the other processes of the fill too: rolled back by a deadlock over them, the
+        batch is simply committed again."""
+        for attempt in range(self.REBUILD_RETRIES + 1):
+            seen = set(quarantined)
+            try:
+                with self.view.datastore.transaction(commit=True) as batch:
+                    # lost in a crash, this batch would be dropped with the rest of the shadow anyway
+                    batch.execute("SET LOCAL synchronous_commit = off")
+                    self.view.use_shadow(batch)
+                    applied = self._apply_after(batch, position, items, seen)
+            except TransactionRollback:
+                if attempt == self.REBUILD_RETRIES:
+                    raise
+                log.warning("rebuild of %s: a batch was rolled back by a deadlock; committing it again", self.name)
+                continue
+            quarantined |= seen
+            return applied
+        raise AssertionError("unreachable")
 
 
 class _DecodedOnce:

@@ -4,6 +4,7 @@ rebuilds and the restore fence. Counts and positions only; never memory text."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,7 +26,7 @@ from .learning import LearningService
 from .ledger import Ledger
 from .recall import RecallService
 from .restore import apply_fence
-from .settings import Settings
+from .settings import AUTO_REBUILD_WORKERS, Settings
 from .tally import Tally
 
 BUDGET_DAYS = 14  # the admin status's budget history, today included
@@ -61,6 +62,10 @@ class Operations:
         self.fence = fence
         self.settings = settings
         self.syncer = syncer
+        # (name, workers, progress) -> a rebuild's `fill` in that many processes (ADR 0038); set by whoever
+        # can start processes (the API layer's bootstrap), None where nobody can
+        self.fill_in_processes: Callable[[str, int, Callable[[int, int], None] | None],
+                                         Callable[[int], tuple[int, set[int]]]] | None = None
 
     @property
     def availability(self) -> Availability:
@@ -99,8 +104,22 @@ class Operations:
         return {name: found.get(name, 0) for name in self.projections}
 
     def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
+        """Replay every event into new tables, then swap them in (ADR 0034); a partitionable view's
+        fill runs in `ENGRAM_REBUILD_WORKERS` processes when there are more than one (ADR 0038)."""
+        projection = self.projections[name]
+        workers = self.settings.rebuild_workers or min(os.cpu_count() or 1, AUTO_REBUILD_WORKERS)
+        fill = None
+        if workers > 1 and projection.partitionable and self.fill_in_processes is not None:
+            fill = self.fill_in_processes(name, workers, progress)
         with self.store.datastore.long_running():  # one transaction over every event: no request timeouts
-            return self.projections[name].rebuild(self.store.recorder, self.decode, progress, keys=self.store.keys)
+            return projection.rebuild(self.store.recorder, self.decode, progress, keys=self.store.keys, fill=fill)
+
+    def replay_part(self, name: str, head: int, part: int, parts: int,
+                    progress: Callable[[int, int], None] | None = None) -> tuple[int, set[int]]:
+        """One process's share of a rebuild's fill (ADR 0038): see `ViewProjection.replay_part`."""
+        with self.store.datastore.long_running():
+            return self.projections[name].replay_part(self.store.recorder, self.decode, self.store.keys, head, part,
+                                                      parts, progress)
 
     def restore_fence(self, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
         def rebuild_all() -> None:

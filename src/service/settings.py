@@ -13,6 +13,8 @@ Seconds = Annotated[float, Field(gt=0)]
 Count = Annotated[int, Field(ge=1)]
 MAX_BACKUP_RETENTION_DAYS = 30
 MAX_SERVE_PROCESSES = 64
+MAX_REBUILD_WORKERS = 32
+AUTO_REBUILD_WORKERS = 4  # beyond that, measure first: the processes share PostgreSQL's cores
 
 
 class Settings(BaseSettings):
@@ -59,6 +61,9 @@ class Settings(BaseSettings):
     hindsight_audit_interval: Seconds = 3600.0  # how often deleted documents are re-read in Hindsight
     db_pool_size: Count = 8
     serve_processes: Annotated[int, Field(ge=1, le=MAX_SERVE_PROCESSES)] = 1  # `engram serve`, ADR 0037
+    # processes that fill a rebuilt recall view (`engram projections rebuild`, a restore's fence), ADR 0038
+    # 0: as many as the machine has cores, at most AUTO_REBUILD_WORKERS
+    rebuild_workers: Annotated[int, Field(ge=0, le=MAX_REBUILD_WORKERS)] = 0
     db_statement_timeout: Seconds = 10.0
     db_lock_timeout: Seconds = 5.0
     db_idle_timeout: Seconds = 5.0

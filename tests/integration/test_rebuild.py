@@ -3,6 +3,7 @@ view equals the one built event by event, and a rebuild that stops half-way leav
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -202,3 +203,118 @@ def test_a_rebuild_keeps_set_aside_events_it_still_cannot_apply_and_only_those(e
     with engram.store.datastore.transaction() as curs:
         curs.execute("SELECT notification_id, error FROM engram_quarantine WHERE projection = 'recall'")
         assert [tuple(r.values()) for r in curs.fetchall()] == [(bad, "ValueError")]
+
+
+@pytest.fixture
+def two_processes(engram, small_batches, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rebuilds of the recall view filled by two processes (ADR 0038), however few the events."""
+    monkeypatch.setattr(ViewProjection, "FILL_FROM", 0)
+    monkeypatch.setattr(engram.operations, "settings", engram.operations.settings.model_copy(
+        update={"rebuild_workers": 2}))
+
+
+def _many(engram: Any, n: int = 30) -> None:
+    """Memories of both people, on both processes' parts (by memory id), some corrected, one forgotten."""
+    for i in range(n):
+        who = ALICE if i % 2 else BOB
+        made = _remember(engram, who, f"heron count {i} at the weir", 200 + i)
+        if i % 5 == 1:
+            engram.memories.correct(who, made["id"], text=f"heron count {i} at the mill", valid_from=None,
+                                    valid_to=None, reason=None)
+        if i == 2:
+            engram.memories.forget(who, made["id"])
+    with engram.store.datastore.transaction() as curs:
+        curs.execute("SELECT memory_id FROM engram_memories")
+        assert {r["memory_id"].int % 2 for r in curs.fetchall()} == {0, 1}
+
+
+def test_a_view_filled_by_two_processes_equals_the_one_built_event_by_event(engram, two_processes, caplog) -> None:
+    _history(engram)
+    _many(engram)
+    before = _everything(engram)
+    progress: list[tuple[int, int]] = []
+    with caplog.at_level(logging.INFO, logger="engram.operations"):
+        applied = engram.operations.rebuild("recall", lambda done, total: progress.append((done, total)))
+    assert "rebuild of recall: 2 processes fill the new tables" in caplog.text
+    assert applied == engram.store.recorder.max_notification_id()
+    assert _everything(engram) == before
+    assert _shadow_schemas(engram) == []
+    assert progress[-1][0] == progress[-1][1] and [d for d, _ in progress] == sorted(d for d, _ in progress)
+    assert _recalled(engram, "kestrel") == ["the build server is called kestrel"]
+
+
+def test_an_event_set_aside_by_a_filling_process_is_reported_once(engram, two_processes) -> None:
+    from uuid import uuid4
+
+    from eventsourcing.persistence import StoredEvent
+
+    _history(engram)
+    engram.store.recorder.insert_events([StoredEvent(originator_id=uuid4(), originator_version=1,
+                                                     topic="nowhere.module:Gone", state=b"{}")])
+    _many(engram)
+    engram.runner.catch_up_all()
+    before = _everything(engram)
+    assert engram.operations.quarantined()["recall"] == 1
+    engram.operations.rebuild("recall")
+    assert engram.operations.quarantined()["recall"] == 1
+    assert _everything(engram) == before
+
+
+class _Killing:
+    """The spawn context, but the second filling process is killed as soon as it has started."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def Pipe(self, duplex: bool) -> Any:  # noqa: N802 - multiprocessing's name
+        return self.real.Pipe(duplex=duplex)
+
+    def Process(self, **kw: Any) -> Any:  # noqa: N802
+        process = self.real.Process(**kw)
+        return _KilledAtStart(process) if kw["name"].endswith("-1") else process
+
+
+class _KilledAtStart:
+    def __init__(self, process: Any) -> None:
+        self.process = process
+
+    def start(self) -> None:
+        self.process.start()
+        self.process.kill()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.process, name)
+
+
+@pytest.mark.parametrize("how", ["killed", "failing"])
+def test_a_filling_process_that_dies_fails_the_rebuild_and_leaves_the_old_view(engram, two_processes, monkeypatch,
+                                                                               how) -> None:
+    import multiprocessing
+
+    from engram.api import rebuilds
+    from engram.api.rebuilds import RebuildFailed
+
+    _history(engram)
+    _many(engram)
+    before = view_contents(engram, "recall")
+    fill = engram.operations.fill_in_processes
+    if how == "killed":
+        monkeypatch.setattr(rebuilds, "SPAWN", _Killing(rebuilds.SPAWN))
+        expected = r"the process filling part 1 of 2 ended \(exit code -9\) before finishing"
+    else:  # a process that cannot open the database's keys: a master key that is not this database's
+        settings = engram.operations.settings.model_copy(update={"master_key": "A" * 43})
+        engram.operations.fill_in_processes = rebuilds.fill_in_processes(settings, engram.database, True)
+        expected = r"the process filling part \d of 2 failed \(\w+\)"
+    try:
+        with pytest.raises(RebuildFailed, match=expected + ".*the serving view is untouched"):
+            engram.operations.rebuild("recall")
+    finally:
+        engram.operations.fill_in_processes = fill
+        monkeypatch.setattr(rebuilds, "SPAWN", multiprocessing.get_context("spawn"))
+    assert not [c for c in multiprocessing.active_children() if c.name.startswith("engram-rebuild-")]
+    assert view_contents(engram, "recall") == before
+    _remember(engram, ALICE, "the old view still takes writes", 77)
+    assert _recalled(engram, "takes writes") == ["the old view still takes writes"]
+    engram.operations.rebuild("recall")
+    assert _shadow_schemas(engram) == []
+    assert _recalled(engram, "takes writes") == ["the old view still takes writes"]
