@@ -187,16 +187,17 @@ def _stop(processes: list[BaseProcess]) -> None:
             process.join(5)
 
 
-def _end_with_the_main() -> None:
-    """A serving process whose main process died (killed, not stopped) stops too, gracefully: it would
-    serve on without the background loops and keep the port from the next `engram serve`."""
+def end_with_the_main(what: str = "serving process") -> None:
+    """A spawned process whose main process died (killed, not stopped) stops too, by SIGTERM: a serving
+    process would serve on without the background loops and keep the port from the next `engram serve`;
+    a rebuild's filling process would write on into tables the next rebuild makes anew (ADR 0038)."""
     parent = multiprocessing.parent_process()
     if parent is None:
         return
 
     def watch() -> None:
         multiprocessing.connection.wait([parent.sentinel])
-        log.warning("the main process %s ended; stopping serving process %d", parent.pid, os.getpid())
+        log.warning("the main process %s ended; stopping %s %d", parent.pid, what, os.getpid())
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="engram-main-watch", daemon=True).start()
@@ -215,7 +216,7 @@ def _serve_one(sock: socket.socket, database: Database) -> None:
 
     settings = Settings()
     logs.configure(settings.log_format, settings.log_level)
-    _end_with_the_main()
+    end_with_the_main()
     signal.signal(signal.SIGTERM, exit_on_signal)  # uvicorn re-raises the signal after its graceful shutdown
     # Ctrl-C reaches the whole process group, and the main process stops us: no traceback while starting
     # (uvicorn takes both signals over while it serves)

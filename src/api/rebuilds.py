@@ -10,7 +10,8 @@ rebuild waits for them all, shows their least position as its progress, and then
 meanwhile and swaps, as a rebuild in one process does.
 
 A process that fails (or is killed) fails the rebuild: the new tables are left beside the serving
-view, which is untouched, and the next rebuild drops them.
+view, which is untouched, and the next rebuild drops them. A filling process whose asking process is
+killed stops itself: it would write on into the tables the next rebuild makes anew.
 """
 
 from __future__ import annotations
@@ -107,8 +108,10 @@ def _fill_part(settings: Settings, database: Database, fenced: bool, name: str, 
     from engram.adapters import logs
 
     from .bootstrap import Engram
+    from .processes import end_with_the_main
 
     logs.configure(settings.log_format, settings.log_level)
+    end_with_the_main("rebuild's filling process")  # SIGTERM's default: gone at once, its batch rolled back
     try:
         engram = Engram.open(settings.model_copy(update={"db_pool_size": WORKER_POOL}), database=database,
                              background=False, fenced=fenced, catch_up=False)
