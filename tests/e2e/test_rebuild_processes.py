@@ -29,7 +29,9 @@ def _seed(data: Path) -> int:
     from engram.domain.scope import Scope
     from engram.service.settings import Settings
 
-    engram = Engram.open(Settings(data_dir=data, database_url=None), background=False)
+    # as the command will read it: nothing from this process's environment (`_env` drops ENGRAM_*)
+    engram = Engram.open(Settings(data_dir=data, database_url=None, master_key=None, kafka_bootstrap=None,
+                                  hindsight_url=None), background=False)
     try:
         now = engram.ledger.clock.now()
         src = Source("chat", "chat-1", "m-1")
