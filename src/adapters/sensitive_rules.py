@@ -123,29 +123,34 @@ class _Rule:
 # Chinese rules' alternations cost milliseconds on an 8 KiB English text where none can start. A
 # lookahead on the characters a match can start with lets it skip those positions at the speed of a
 # character class. The class is read off the pattern's own parse; where it cannot be told for sure
-# (a match may be empty, or start with any character, a category or a negated set), no prefilter.
+# (a match may be empty, or start with any character or a negated set), no prefilter; nor where the
+# matcher finds a literal prefix or a first-character set of its own (it skips ahead faster then).
 
-_Ranges = list[tuple[int, int]]
+_CATEGORIES = {"CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
+               "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W"}
 
 
-def _first(items: list[tuple[Any, Any]]) -> tuple[_Ranges, bool] | None:
-    """The characters a match of this parsed sequence can start with, and whether it can match empty."""
+def _first(items: list[tuple[Any, Any]]) -> tuple[list[str], bool] | None:
+    """The characters a match of this parsed sequence can start with, as the items of a character class
+    (`a`, `a-z`, `\\d`), and whether it can match empty; None when that cannot be told here."""
     from re import _constants as c  # type: ignore[attr-defined]
 
-    firsts: _Ranges = []
+    firsts: list[str] = []
     for op, av in items:
         if op is c.LITERAL:
-            return [*firsts, (av, av)], False
+            return [*firsts, re.escape(chr(av))], False
         if op is c.IN:
-            ranges: _Ranges = []
+            chars: list[str] = []
             for kind, value in av:
                 if kind is c.LITERAL:
-                    ranges.append((value, value))
+                    chars.append(re.escape(chr(value)))
                 elif kind is c.RANGE:
-                    ranges.append(value)
-                else:  # NEGATE, CATEGORY (\d is every script's digits): not told here
+                    chars.append(f"{re.escape(chr(value[0]))}-{re.escape(chr(value[1]))}")
+                elif kind is c.CATEGORY and str(value) in _CATEGORIES:
+                    chars.append(_CATEGORIES[str(value)])
+                else:  # NEGATE, or what this does not know: not told here
                     return None
-            return firsts + ranges, False
+            return firsts + chars, False
         if op is c.AT or op in (c.ASSERT, c.ASSERT_NOT):
             continue  # zero-width: what follows starts the match
         if op is c.SUBPATTERN:
@@ -179,22 +184,24 @@ def _prefiltered(pattern: re.Pattern[str]) -> re.Pattern[str]:
     if pattern.flags & re.IGNORECASE:
         return pattern
     try:
-        from re import _parser  # type: ignore[attr-defined]
+        from re import _compiler, _parser  # type: ignore[attr-defined]
 
-        found = _first(list(_parser.parse(pattern.pattern, pattern.flags)))
+        parsed = _parser.parse(pattern.pattern, pattern.flags)
+        if _compiler._get_literal_prefix(parsed, pattern.flags)[0] or _compiler._get_charset_prefix(
+                parsed, pattern.flags) is not None:
+            return pattern  # the matcher skips ahead on its own, faster than behind a lookahead
+        found = _first(list(parsed))
     except Exception:  # noqa: BLE001 - the parser is the interpreter's own, not a promise: no prefilter
         return pattern
     if found is None or found[1] or not found[0]:
         return pattern
-    chars = "".join(re.escape(chr(lo)) if lo == hi else f"{re.escape(chr(lo))}-{re.escape(chr(hi))}"
-                    for lo, hi in sorted(set(found[0])))
-    return re.compile(f"(?=[{chars}])(?:{pattern.pattern})", pattern.flags)
+    return re.compile(f"(?=[{''.join(sorted(set(found[0])))}])(?:{pattern.pattern})", pattern.flags)
 
 
 def _en(kind: str, body: str, needs: str = "nothing", statement: bool = False) -> _Rule:
     lowercase = not any(c.isupper() for c in re.sub(r"\\[A-Za-z]", "", body))  # escapes such as \S aside
     return _Rule(kind, re.compile(rf"\b(?:{body})\b", re.IGNORECASE), needs, statement=statement,
-                 folded=re.compile(rf"\b(?:{body})\b") if lowercase else None)
+                 folded=_prefiltered(re.compile(rf"\b(?:{body})\b")) if lowercase else None)
 
 
 def _zh(kind: str, body: str, needs: str = "nothing", statement: bool = False) -> _Rule:
