@@ -125,12 +125,16 @@ def supervise(start: Callable[[int], BaseProcess], count: int, where: str, *, qu
     Before any process has lived `quick` seconds, `give_up` quick ends in a row raise `ServingFailed`;
     after that, a slot whose process ended quickly waits `backoff` seconds, doubling to `backoff_max`,
     before its next start, and this never gives up. The processes are stopped however this ends."""
-    processes: list[BaseProcess | None] = []
-    started: list[float] = []
+    processes: list[BaseProcess | None] = [None] * count
+    started = [0.0] * count
+
+    def launch(slot: int) -> None:
+        processes[slot] = start(slot)
+        started[slot] = time.monotonic()
+
     try:
         for slot in range(count):
-            processes.append(start(slot))
-            started.append(time.monotonic())
+            launch(slot)
         log.info("%d serving processes on %s (pids %s)", count, where,
                  ", ".join(str(p.pid) for p in processes if p is not None))
         served = False  # has any process lived `quick` seconds?
@@ -143,8 +147,7 @@ def supervise(start: Callable[[int], BaseProcess], count: int, where: str, *, qu
             for slot, process in enumerate(processes):
                 if process is None:
                     if now >= retry_at[slot]:
-                        processes[slot] = start(slot)
-                        started[slot] = time.monotonic()
+                        launch(slot)
                     continue
                 lived = now - started[slot]
                 if process.is_alive():
@@ -161,8 +164,7 @@ def supervise(start: Callable[[int], BaseProcess], count: int, where: str, *, qu
                 if not failures[slot] or not served:  # not yet serving: give up soon rather than wait
                     log.warning("serving process %s ended (exit code %s) after %.0f s; starting another",
                                 process.pid, process.exitcode, lived)
-                    processes[slot] = start(slot)
-                    started[slot] = time.monotonic()
+                    launch(slot)
                     continue
                 wait = min(backoff_max, backoff * 2 ** (failures[slot] - 1))
                 log.warning("serving process %s ended (exit code %s) %.0f s after its start, %d in a row in its "

@@ -16,6 +16,7 @@ killed stops itself: it would write on into the tables the next rebuild makes an
 
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -37,22 +38,15 @@ class RebuildFailed(RuntimeError):
 
 
 def fill_in_processes(settings: Settings, database: Database, fenced: bool) -> Callable[
-        [str, int, Callable[[int, int], None] | None], Callable[[int], tuple[int, set[int]]]]:
-    """For `Operations.fill_in_processes`: `(name, workers, progress)` -> the `fill(head)` of a rebuild
-    of `name` by `workers` processes, each opening Engram on `database` as this process did."""
-
-    def for_rebuild(name: str, workers: int, progress: Callable[[int, int], None] | None) -> Callable[
-            [int], tuple[int, set[int]]]:
-        def fill(head: int) -> tuple[int, set[int]]:
-            return _fill(settings, database, fenced, name, workers, head, progress)
-
-        return fill
-
-    return for_rebuild
+        [str, int, Callable[[int, int], None] | None, int], tuple[int, set[int]]]:
+    """For `Operations.fill_in_processes`: `(name, workers, progress, head)` fills the new tables of a
+    rebuild of `name` up to `head` in `workers` processes, each opening Engram on `database` as this
+    process did; returns how many events they applied and which they set aside."""
+    return functools.partial(_fill, settings, database, fenced)
 
 
-def _fill(settings: Settings, database: Database, fenced: bool, name: str, workers: int, head: int,
-          progress: Callable[[int, int], None] | None) -> tuple[int, set[int]]:
+def _fill(settings: Settings, database: Database, fenced: bool, name: str, workers: int,
+          progress: Callable[[int, int], None] | None, head: int) -> tuple[int, set[int]]:
     processes: list[BaseProcess] = []
     pipes: dict[Connection, int] = {}
     try:

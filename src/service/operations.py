@@ -3,6 +3,7 @@ rebuilds and the restore fence. Counts and positions only; never memory text."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -62,10 +63,10 @@ class Operations:
         self.fence = fence
         self.settings = settings
         self.syncer = syncer
-        # (name, workers, progress) -> a rebuild's `fill` in that many processes (ADR 0038); set by whoever
-        # can start processes (the API layer's bootstrap), None where nobody can
-        self.fill_in_processes: Callable[[str, int, Callable[[int, int], None] | None],
-                                         Callable[[int], tuple[int, set[int]]]] | None = None
+        # (name, workers, progress, head): a rebuild's fill up to head in that many processes (ADR 0038); set
+        # by whoever can start processes (the API layer's bootstrap), None where nobody can
+        self.fill_in_processes: Callable[[str, int, Callable[[int, int], None] | None, int],
+                                         tuple[int, set[int]]] | None = None
 
     @property
     def availability(self) -> Availability:
@@ -110,7 +111,7 @@ class Operations:
         workers = self.settings.rebuild_workers or min(os.cpu_count() or 1, AUTO_REBUILD_WORKERS)
         fill = None
         if workers > 1 and projection.partitionable and self.fill_in_processes is not None:
-            fill = self.fill_in_processes(name, workers, progress)
+            fill = functools.partial(self.fill_in_processes, name, workers, progress)
         with self.store.datastore.long_running():  # one transaction over every event: no request timeouts
             return projection.rebuild(self.store.recorder, self.decode, progress, keys=self.store.keys, fill=fill)
 
