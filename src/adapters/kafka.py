@@ -32,6 +32,9 @@ log = logging.getLogger("engram.kafka")
 EVENTS_TOPIC = "engram.events"
 TOMBSTONES_TOPIC = "engram.tombstones"
 WATERMARK = "engram-watermark"
+# Every worker transaction that applied events notifies this channel at its commit: the process
+# waiting for a write to become visible (PartitionSettle) looks at the positions at once.
+APPLIED_CHANNEL = "engram_partitions_applied"
 PROBE_TIMEOUT = 5.0  # seconds a liveness question to the broker may take
 
 def partition_for(aggregate_id: Any, partitions: int) -> int:
@@ -306,17 +309,20 @@ class ProjectorWorker:
         self._epochs: dict[int, int] = {}
         self.ready = threading.Event()  # set once the group has given this worker partitions
 
-    def apply(self, partition: int, messages: Sequence[Any]) -> int:
-        decoded = [decode_message(msg) for msg in messages]
-        upto = max(nid for _, nid in decoded)
-        notes = [note for note, _ in decoded if note is not None]
-        applied = 0
-        CONSUMED.set({nid: (partition, msg.offset) for (_, nid), msg in zip(decoded, messages, strict=True)})
+    def apply(self, batches: Sequence[tuple[int, Sequence[Any]]]) -> int:
+        """Apply what one poll brought, (partition, its messages) each, to every projection in one
+        database transaction: one lock of the tracking rows, one set-based batch a projection, one commit."""
+        decoded = {partition: [decode_message(msg) for msg in messages] for partition, messages in batches}
+        upto = {partition: max(nid for _, nid in d) for partition, d in decoded.items()}
+        notes = [note for d in decoded.values() for note, _ in d if note is not None]
+        CONSUMED.set({nid: (partition, msg.offset) for partition, messages in batches
+                      for (_, nid), msg in zip(decoded[partition], messages, strict=True)})
         with prefetched(self.keys, notes), self.datastore.transaction(commit=True) as curs:
-            items = [(None if note is None else self.decode(note), Tracking("engram", nid)) for note, nid in decoded]
-            for p in self.projections:
-                applied += p.apply_partition_batch(curs, partition, items, upto)
-        return applied
+            items = {partition: [(None if note is None else self.decode(note), Tracking("engram", nid))
+                                 for note, nid in d] for partition, d in decoded.items()}
+            applied = int(self.projections[0].apply_partitions(curs, self.projections, items, upto))
+            curs.execute(f"NOTIFY {APPLIED_CHANNEL}")  # delivered at the commit, never before
+            return applied
 
     async def _join(self) -> AIOKafkaConsumer:
         await ensure_topics(self.bootstrap, self.partitions)
@@ -352,22 +358,23 @@ class ProjectorWorker:
                     batches = await consumer.getmany(timeout_ms=300)
                     if consumer.assignment():
                         self.ready.set()
-                    pending = list(batches.items())
-                    for i, (tp, messages) in enumerate(pending):
-                        outcome = await self._apply_or_rewind(consumer, tp, messages)
-                        if isinstance(outcome, BaseException):
-                            for later_tp, later in pending[i + 1:]:  # the database is away: read them all again
-                                consumer.seek(later_tp, later[0].offset)
-                            delay = applying.failed(outcome)
+                    ready = [(tp, messages) for tp, messages in batches.items()
+                             if messages and not await self._rewound(consumer, tp, messages)]
+                    if ready:
+                        try:
+                            self.applied += await asyncio.to_thread(self.apply, [(tp.partition, m) for tp, m in ready])
+                        except Exception as e:  # noqa: BLE001 - an outage, a deadlock victim: nothing was kept
+                            for tp, messages in ready:  # read them all again
+                                consumer.seek(tp, messages[0].offset)
+                            delay = applying.failed(e)
                             await asyncio.to_thread(drop_broken_connections, self.datastore)
                             await pause(stop, delay)
-                            break
-                        applying.ok()
-                        if not outcome:
                             continue
+                        applying.ok()
                         if after_apply is not None:
                             after_apply()
-                        await consumer.commit({tp: messages[-1].offset + 1})  # only after the database commit
+                        # only after the database commit
+                        await consumer.commit({tp: messages[-1].offset + 1 for tp, messages in ready})
                     stream.ok()
                     if time.monotonic() - last_probe > 2.0:
                         last_probe = time.monotonic()
@@ -387,19 +394,13 @@ class ProjectorWorker:
         else:
             broker.ok()
 
-    async def _apply_or_rewind(self, consumer: AIOKafkaConsumer, tp: TopicPartition,
-                               messages: Sequence[Any]) -> bool | BaseException:
-        """Apply a partition batch. False when it must be read again because the relay re-published
-        (a newer epoch); the error when the database refused it (rolled back; the partition is re-read)."""
+    async def _rewound(self, consumer: AIOKafkaConsumer, tp: TopicPartition, messages: Sequence[Any]) -> bool:
+        """True when the partition must be read again from its beginning: the relay re-published into
+        a fresh broker (a newer epoch than this worker saw there)."""
         newest = max(epoch_of(m) for m in messages)
         seen = self._epochs.get(tp.partition)
         self._epochs[tp.partition] = max(newest, seen or 0)
         if seen is not None and newest > seen:
-            await consumer.seek_to_beginning(tp)  # the relay re-published into a fresh broker
-            return False
-        try:
-            self.applied += await asyncio.to_thread(self.apply, tp.partition, messages)
-        except Exception as e:  # noqa: BLE001 - an outage, a deadlock victim: nothing was kept
-            consumer.seek(tp, messages[0].offset)
-            return e
-        return True
+            await consumer.seek_to_beginning(tp)
+            return True
+        return False

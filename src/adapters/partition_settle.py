@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .kafka import partition_for
+from .kafka import APPLIED_CHANNEL, partition_for
 from .outage import Outage
 
 log = logging.getLogger("engram.kafka")
@@ -21,15 +21,17 @@ class PartitionSettle:
 
     One watcher thread per process polls the positions for every waiting write, so a wait holds
     neither a connection nor a thread of its own: `visible()` awaits on the event loop (the HTTP
-    layer), `settle_recordings()` blocks its caller (background jobs, the command line).
+    layer), `settle_recordings()` blocks its caller (background jobs, the command line). While it
+    watches, a listener wakes it as soon as a worker commits (the workers notify `APPLIED_CHANNEL`);
+    the polling, ever slower while nothing arrives, is what remains when notifications do not.
     """
 
     defers = True  # Ledger.save may leave the wait to the HTTP layer (service.pending_writes)
 
     def __init__(self, datastore: Any, projections: Sequence[str], partitions: int, timeout: float = 5.0,
-                 poll: float = 0.005) -> None:
+                 poll: float = 0.005, slowest: float = 0.05) -> None:
         self.datastore, self.projections, self.partitions = datastore, list(projections), partitions
-        self.timeout, self.poll = timeout, poll
+        self.timeout, self.poll, self.slowest = timeout, poll, slowest  # seconds between looks: first, longest
         self._waiters: dict[int, tuple[dict[int, int], Callable[[], object]]] = {}
         self._next = 0
         self._cond = threading.Condition()
@@ -91,7 +93,11 @@ class PartitionSettle:
             self._waiters[self._next] = (wanted, wake)
             if not self._watching:
                 self._watching = True
-                threading.Thread(target=self._watch_positions, name="engram-visibility", daemon=True).start()
+                done = threading.Event()
+                threading.Thread(target=self._watch_positions, args=(done,), name="engram-visibility",
+                                 daemon=True).start()
+                threading.Thread(target=self._listen, args=(done,), name="engram-visibility-listener",
+                                 daemon=True).start()
             self._cond.notify()
             return self._next
 
@@ -99,14 +105,32 @@ class PartitionSettle:
         with self._cond:
             self._waiters.pop(key, None)
 
-    def _watch_positions(self) -> None:
+    def _listen(self, done: threading.Event) -> None:
+        """Until the watcher ends: wake it whenever a worker's transaction commits. Any failure only
+        leaves the watcher to its polling for a moment."""
+        while not done.is_set():
+            try:
+                with self.datastore.get_connection() as conn:
+                    conn.execute(f"LISTEN {APPLIED_CHANNEL}")
+                    try:
+                        while not done.is_set():
+                            for _ in conn.notifies(timeout=0.5, stop_after=1):
+                                with self._cond:
+                                    self._cond.notify_all()
+                    finally:
+                        conn.execute(f"UNLISTEN {APPLIED_CHANNEL}")  # the connection goes back to the pool
+            except Exception:  # noqa: BLE001 - the database away: the watcher polls meanwhile
+                done.wait(1.0)
+
+    def _watch_positions(self, done: threading.Event) -> None:
         pause_for = self.poll
         while True:
             with self._cond:
                 if not self._waiters:
                     self._cond.wait(1.0)
-                    if not self._waiters:  # idle: the next waiter starts a new watcher
+                    if not self._waiters:  # idle: the next waiter starts a new watcher (and listener)
                         self._watching = False
+                        done.set()
                         return
                 waiting = dict(self._waiters)
             try:
@@ -125,7 +149,7 @@ class PartitionSettle:
                     except RuntimeError:  # its event loop is closed: nobody waits any more
                         pass
             # Fresh waiters are checked at once; a stalled projector is polled ever less often.
-            pause_for = self.poll if woke else min(pause_for * 2, 0.05)
+            pause_for = self.poll if woke else min(pause_for * 2, self.slowest)
             with self._cond:
                 if self._cond.wait(pause_for):
                     pause_for = self.poll

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -214,7 +214,12 @@ class ViewProjection(Projection[View]):
                      quarantined: set[int] | None = None) -> int:
         """Apply, as one batch, the events after `position`; skip watermarks (None), duplicates and
         re-deliveries. An event this projection cannot apply is quarantined, and the rest still flows."""
-        fresh = [(e, t) for e, t in items if e is not None and t.notification_id > position]
+        return self._apply_fresh(curs, [(e, t) for e, t in items if e is not None and t.notification_id > position],
+                                 quarantined)
+
+    def _apply_fresh(self, curs: Cursor[Any], fresh: Sequence[tuple[Any, Tracking]],
+                     quarantined: set[int] | None = None) -> int:
+        """`_apply_after` for events already known to be new to this projection."""
         if not fresh:
             return 0
         try:
@@ -271,29 +276,74 @@ class ViewProjection(Projection[View]):
     def flush(self, curs: Cursor[Any]) -> None:
         """End of a batch, same transaction: write what was accumulated (shared rows, in a fixed order)."""
 
-    def apply_partition_batch(self, curs: Cursor[Any], partition: int, items: Sequence[tuple[Any, Tracking]],
-                              upto: int) -> int:
-        """Distributed mode: the same, tracked per Kafka partition. `None` events are watermarks:
-        everything for this partition up to `upto` has been delivered, so the position may move there."""
-        curs.execute(
-            "INSERT INTO engram_partition_tracking (projection, partition, notification_id) VALUES (%s, %s, 0) "
-            "ON CONFLICT DO NOTHING",
-            (self.name, partition),
-        )
-        curs.execute(
-            "SELECT notification_id FROM engram_partition_tracking WHERE projection = %s AND partition = %s "
-            "FOR UPDATE",
-            (self.name, partition),
-        )
-        row = curs.fetchone()
-        assert row is not None
-        position = int(row["notification_id"])
-        applied = self._apply_after(curs, position, items)
-        if upto > position:
+    @staticmethod
+    def apply_each(curs: Cursor[Any], projections: Sequence[ViewProjection],
+                   fresh: Mapping[str, Sequence[tuple[Any, Tracking]]], *, guarded: bool) -> int:
+        """Apply to each projection, one after another in the caller's transaction, the events new to it
+        (`fresh[name]`, each projection's own set-based batch). Not `guarded`, a failure ends the
+        transaction (the caller rolls back and comes again, guarded); `guarded`, all run in one
+        savepoint, and only when some event fails there is each projection applied again in its own
+        savepoints, which finds the bad event and sets it aside."""
+        def apply_all() -> None:
+            for p in projections:
+                p.begin()
+                for event, tracking in fresh[p.name]:
+                    if isinstance(event, Undecodable):
+                        raise event.error
+                    p.apply(curs, event, tracking)
+                p.flush(curs)
+
+        applied = sum(len(f) for f in fresh.values())
+        try:
+            if not guarded:
+                apply_all()
+            else:
+                try:
+                    with curs.connection.transaction():
+                        apply_all()
+                except TRANSIENT:
+                    raise
+                except Exception:  # noqa: BLE001 - some event is bad for some projection: one savepoint per event
+                    applied = sum(p._apply_fresh(curs, fresh[p.name]) for p in projections)
+        finally:
+            for p in projections:
+                p.begin()
+        return applied
+
+    @staticmethod
+    def apply_partitions(curs: Cursor[Any], projections: Sequence[ViewProjection],
+                         batches: Mapping[int, Sequence[tuple[Any, Tracking]]], upto: Mapping[int, int]) -> int:
+        """Distributed mode: several Kafka partitions' batches applied to several projections in the
+        caller's transaction, tracked per (projection, partition). `None` events are watermarks: everything
+        for a partition up to `upto[partition]` has been delivered, so its position may move there.
+
+        Every (projection, partition) row is made and locked in one message (projection then partition
+        order, as everywhere) and moved in another; each projection applies the events new to it, from
+        all the partitions, as one set-based batch in notification order (the partitions hold different
+        memories, so that is applying each of them in order), guarded (`apply_each`)."""
+        if not projections or not batches:
+            return 0
+        ordered = sorted(projections, key=lambda p: p.name)
+        names, parts = [p.name for p in ordered], sorted(batches)
+        curs.execute(SQL(
+            "INSERT INTO engram_partition_tracking (projection, partition, notification_id) "
+            "SELECT n, p, 0 FROM unnest({names}::text[]) AS n, unnest({parts}::int[]) AS p ON CONFLICT DO NOTHING; "
+            "SELECT projection, partition, notification_id FROM engram_partition_tracking "
+            "WHERE projection = ANY({names}) AND partition = ANY({parts}) ORDER BY projection, partition FOR UPDATE",
+        ).format(names=Literal(names), parts=Literal(parts)))
+        curs.nextset()
+        locked = {(r["projection"], int(r["partition"])): int(r["notification_id"]) for r in curs.fetchall()}
+        fresh = {p.name: sorted(((e, t) for part in parts for e, t in batches[part]
+                                 if e is not None and t.notification_id > locked[(p.name, part)]),
+                                key=lambda item: item[1].notification_id) for p in ordered}
+        applied = ViewProjection.apply_each(curs, ordered, fresh, guarded=True)
+        moved = [(name, part, upto[part]) for name in names for part in parts if upto[part] > locked[(name, part)]]
+        if moved:
             curs.execute(
-                "UPDATE engram_partition_tracking SET notification_id = %s WHERE projection = %s AND partition = %s",
-                (upto, self.name, partition),
-            )
+                "UPDATE engram_partition_tracking AS t SET notification_id = m.n "
+                "FROM unnest(%s::text[], %s::int[], %s::bigint[]) AS m(name, part, n) "
+                "WHERE t.projection = m.name AND t.partition = m.part",
+                ([m[0] for m in moved], [m[1] for m in moved], [m[2] for m in moved]))
         return applied
 
     # Every event this projection applies changes one memory's rows (its originator's) and, besides,
@@ -532,10 +582,8 @@ class ProjectorRunner:
         round trips: their tracking rows locked in one message (in name order, as always) and moved in
         another. The events are asked for (`items_after(position)`, decoded then) only once the rows
         are locked, and only past the lowest position locked: while another process applied the same
-        batch, this one waited on the rows instead of decoding it too (ADR 0037). Not `guarded`, their
-        work runs straight in the transaction and a failure ends it (the caller rolls back and comes
-        again, guarded); `guarded`, it runs in one savepoint, and only when some event fails there is
-        each projection applied again in its own savepoints, which finds the bad event and sets it aside."""
+        batch, this one waited on the rows instead of decoding it too (ADR 0037). `guarded` as in
+        `ViewProjection.apply_each`."""
         if not projections:
             return 0
         curs.execute(SQL("; ").join(
@@ -553,30 +601,7 @@ class ProjectorRunner:
         last = items[-1][1].notification_id
         fresh = {p.name: [(e, t) for e, t in items if e is not None and t.notification_id > locked[p.name]]
                  for p in projections}
-        def apply_all() -> None:
-            for p in projections:
-                p.begin()
-                for event, tracking in fresh[p.name]:
-                    if isinstance(event, Undecodable):
-                        raise event.error
-                    p.apply(curs, event, tracking)
-                p.flush(curs)
-
-        applied = sum(len(f) for f in fresh.values())
-        try:
-            if not guarded:
-                apply_all()
-            else:
-                try:
-                    with curs.connection.transaction():
-                        apply_all()
-                except TRANSIENT:
-                    raise
-                except Exception:  # noqa: BLE001 - some event is bad for some projection: one savepoint per event
-                    applied = sum(p._apply_after(curs, locked[p.name], items) for p in projections)
-        finally:
-            for p in projections:
-                p.begin()
+        applied = ViewProjection.apply_each(curs, projections, fresh, guarded=guarded)
         behind = [p for p in projections if last > locked[p.name]]
         if behind:
             curs.execute(SQL("; ").join(

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer
 
 from engram.adapters.kafka import EVENTS_TOPIC, ProjectorWorker, Relay
 from engram.api.bootstrap import Engram
@@ -45,7 +46,7 @@ def relay_for(engram: Engram, poll: float = 0.1) -> Relay:
 def worker_for(engram: Engram, names: list[str] | None = None) -> ProjectorWorker:
     names = names or list(engram.projections)
     return ProjectorWorker([engram.projections[n] for n in names], engram.store.datastore,
-                           engram.store.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
+                           engram.operations.decode, engram.settings.kafka_bootstrap or "", PARTITIONS,
                            keys=engram.store.keys)
 
 
@@ -59,6 +60,24 @@ def write_without_waiting(engram: Engram, n: int, start: int = 0) -> list[str]:
                 for i in range(start, start + n)]
     finally:
         engram.ledger.settler = original
+
+
+def published_by_partition(engram: Engram) -> dict[int, list[Any]]:
+    """Every record of the events topic, by partition, as a worker's polls would bring them."""
+    async def read_all() -> dict[int, list[Any]]:
+        consumer = AIOKafkaConsumer(EVENTS_TOPIC, bootstrap_servers=engram.settings.kafka_bootstrap,
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        got: dict[int, list[Any]] = {}
+        try:
+            for _ in range(20):
+                for tp, msgs in (await consumer.getmany(timeout_ms=300)).items():
+                    got.setdefault(tp.partition, []).extend(msgs)
+        finally:
+            await consumer.stop()
+        return got
+
+    return asyncio.run(read_all())
 
 
 def counts(engram: Engram) -> dict[str, int]:
@@ -100,6 +119,30 @@ def test_flow_through_the_broker_with_read_your_writes(system) -> None:
         assert system.recall.recall(ALICE, query="train", as_of=None, max_bytes=17500, limit=5)["items"] == []
         forget_id = system.memories.forget(ALICE, m["id"])["forget_id"]  # repeated: the same request
         assert system.memories.forget_status(ALICE, forget_id)["status"] == "purge_complete"
+    finally:
+        relay.stop()
+        worker.stop()
+    assert relay.error is None and worker.error is None
+
+
+def test_a_waiting_write_is_woken_by_the_workers_commit_not_by_polling(system) -> None:
+    """While nothing arrives the visibility watcher looks again after `poll`, then ever more slowly; with
+    looks 30 s apart and a 10 s timeout, a write seen in time was seen because the worker's commit
+    notified the watcher."""
+    from engram.adapters.partition_settle import PartitionSettle
+
+    settle = PartitionSettle(system.store.datastore, list(system.projections), PARTITIONS, timeout=10.0, poll=30.0,
+                             slowest=30.0)
+    system.ledger.settler = settle
+    relay, worker = Background(relay_for(system).run), started_worker(system)
+    try:
+        for i in range(3):
+            started = time.monotonic()
+            m = system.memories.remember(ALICE, text=f"woken {i} by the heron", source=SOURCE, occurred_at=None,
+                                        visibility="general", team=None, valid_from=None, valid_to=None)
+            assert time.monotonic() - started < settle.timeout  # not the 10 s timeout, nor the 30 s poll
+            items = system.recall.recall(ALICE, query="heron", as_of=None, max_bytes=17500, limit=5)["items"]
+            assert m["id"] in {x["id"] for x in items}  # visible: it did not answer for a timeout
     finally:
         relay.stop()
         worker.stop()
@@ -179,8 +222,6 @@ def test_two_workers_share_partitions_and_a_killed_worker_is_harmless(system) ->
 
 
 def test_duplicate_and_reordered_deliveries_are_harmless(system) -> None:
-    from aiokafka import AIOKafkaConsumer
-
     relay = Background(relay_for(system).run)
     try:
         write_without_waiting(system, 30)
@@ -189,27 +230,17 @@ def test_duplicate_and_reordered_deliveries_are_harmless(system) -> None:
     finally:
         relay.stop()
 
-    async def read_all() -> dict[int, list[Any]]:
-        consumer = AIOKafkaConsumer(EVENTS_TOPIC, bootstrap_servers=system.settings.kafka_bootstrap,
-                                    auto_offset_reset="earliest", enable_auto_commit=False)
-        await consumer.start()
-        got: dict[int, list[Any]] = {}
-        try:
-            for _ in range(20):
-                for tp, msgs in (await consumer.getmany(timeout_ms=300)).items():
-                    got.setdefault(tp.partition, []).extend(msgs)
-        finally:
-            await consumer.stop()
-        return got
-
-    by_partition = asyncio.run(read_all())
+    by_partition = published_by_partition(system)
     worker = worker_for(system)
     # partitions in reverse order, each delivered twice, and a stale half re-delivered after the whole
     for partition in sorted(by_partition, reverse=True):
         msgs = by_partition[partition]
-        worker.apply(partition, msgs)
-        worker.apply(partition, msgs)
-        worker.apply(partition, msgs[: len(msgs) // 2])
+        worker.apply([(partition, msgs)])
+        worker.apply([(partition, msgs)])
+        worker.apply([(partition, msgs[: len(msgs) // 2])])
+    # and every partition again in one poll, halves and wholes: nothing is applied twice
+    assert worker.apply([(p, m[: len(m) // 2]) for p, m in by_partition.items()]) == 0
+    assert worker.apply(list(by_partition.items())) == 0
     assert counts(system) == {"memories": 30, "answers": 30, "corpus": 30}
     items = system.recall.recall(ALICE, query="kestrels", as_of=None, max_bytes=17500, limit=50)["items"]
     assert len(items) == 30
@@ -217,6 +248,31 @@ def test_duplicate_and_reordered_deliveries_are_harmless(system) -> None:
     linked = system.memories.linked(ALICE, items[0]["id"])["items"]
     assert len({x["memory_id"] for x in linked}) == len(linked) == 29
     assert {x["status"] for x in linked} == {"active"}
+
+
+def test_one_bad_event_in_a_poll_of_several_partitions_is_set_aside_and_the_rest_applied(system) -> None:
+    from uuid import uuid4
+
+    from eventsourcing.persistence import StoredEvent
+
+    write_without_waiting(system, 10)
+    system.store.recorder.insert_events([StoredEvent(originator_id=uuid4(), originator_version=1,
+                                                   topic="nowhere.module:Gone", state=b"{}")])
+    write_without_waiting(system, 10, start=10)
+    relay = Background(relay_for(system).run)
+    try:
+        head = system.store.recorder.max_notification_id()
+        assert wait_for(lambda: relay_for(system).position() >= head)
+    finally:
+        relay.stop()
+
+    by_partition = published_by_partition(system)
+    assert len(by_partition) > 1
+    worker = worker_for(system)
+    assert worker.apply(list(by_partition.items())) == 20 * len(system.projections)  # one poll, one transaction
+    assert set(system.operations.quarantined().values()) == {1}  # every projection set it aside, once
+    assert counts(system) == {"memories": 20, "answers": 20, "corpus": 20}
+    assert all(r["position"] >= head for r in system.operations.status() if "partition" in r)
 
 
 def test_topic_holds_no_plaintext(system) -> None:
