@@ -6,7 +6,10 @@
    embedded default (projectors in-process) and in Kafka mode (relay + one worker, tansu broker);
    in both modes a remember returns only once its write is recallable, so this is its latency.
 2. relay + projector throughput: N events already stored, then relay and 1 or 2 workers started;
-   events/s until every partition of every projection has applied them.
+   events/s until every partition of every projection has applied them. By default the relay and the
+   workers are threads of this process (one interpreter); `--processes` runs them as deployed, as
+   `engram relay` and `engram worker` processes, and counts from the first event applied (the
+   workers' joining the consumer group excluded) to the last.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ import argparse
 import asyncio
 import base64
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +65,7 @@ class Background:
 
 def workers_for(engram: Engram, n: int) -> tuple[list[ProjectorWorker], list[Background]]:
     ws = [ProjectorWorker(list(engram.projections.values()), engram.store.datastore,
-                          engram.store.mapper.to_domain_event, engram.settings.kafka_bootstrap or "", PARTITIONS,
+                          engram.operations.decode, engram.settings.kafka_bootstrap or "", PARTITIONS,
                           keys=engram.store.keys) for _ in range(n)]
     bgs = [Background(w.run) for w in ws]
     for w in ws:
@@ -89,10 +95,40 @@ def applied_everywhere(engram: Engram, head: int) -> bool:
     return bool(rows) and all(r["position"] >= head for r in rows)
 
 
+def processes_throughput(engram: Engram, settings: Settings, db: Any, bootstrap: str, n: int) -> tuple[float, float]:
+    """`engram relay` and n `engram worker` processes: seconds from the first event applied to the last,
+    and from their start."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    env.update({"ENGRAM_DATABASE_URL": f"postgresql://{db.user}@/{db.dbname}?host={db.host}&port={db.port}",
+                "ENGRAM_KAFKA_BOOTSTRAP": bootstrap, "ENGRAM_KAFKA_PARTITIONS": str(PARTITIONS),
+                "ENGRAM_MASTER_KEY": settings.master_key or "", "ENGRAM_TOKEN_SECRET": settings.token_secret,
+                "ENGRAM_DATA_DIR": str(settings.data_dir), "ENGRAM_POLL_INTERVAL": "0.1"})
+    head = engram.store.recorder.max_notification_id() or 0
+    engram_bin = str(Path(sys.executable).parent / "engram")
+    procs = [subprocess.Popen([engram_bin, *cmd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for cmd in [["worker"]] * n + [["relay"]]]
+    try:
+        started, first = time.perf_counter(), None
+        while not applied_everywhere(engram, head):
+            if first is None and any(r["position"] > 0 for r in engram.operations.status() if "partition" in r):
+                first = time.perf_counter()
+            if any(p.poll() is not None for p in procs):
+                raise SystemExit("a relay or worker process ended")
+            time.sleep(0.02)
+        done = time.perf_counter()
+        return done - (first or started), done - started
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--writes", type=int, default=200)
     ap.add_argument("--events", type=int, default=5000)
+    ap.add_argument("--processes", action="store_true", help="relay and workers as engram processes")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="engram-lag-"))
     base = Settings(data_dir=tmp, database_url=None, master_key=base64.urlsafe_b64encode(os.urandom(32)).decode(),
@@ -132,6 +168,12 @@ def main() -> None:
                 engram = Engram.open(base.replace(kafka_bootstrap=broker.bootstrap), database=db, background=False)
                 seed(engram, args.events)
                 head = engram.store.recorder.max_notification_id() or 0
+                if args.processes:
+                    took, total = processes_throughput(engram, base, db, broker.bootstrap, n)
+                    print(f"relay + {n} worker process{'es' if n > 1 else '  '}  {head} events in {took:6.1f} s  "
+                          f"{head / took:8.0f} events/s  ({total:.1f} s from the processes' start)")
+                    engram.close()
+                    continue
                 _, bgs = workers_for(engram, n)
                 t = time.perf_counter()
                 relay = Background(Relay(engram.store.recorder, engram.store.datastore, broker.bootstrap,

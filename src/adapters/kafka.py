@@ -240,13 +240,18 @@ class Relay:
             log.warning("broker lost published events (partitions %s); re-publishing from %d", lost, safe)
             await asyncio.to_thread(self._tombstones_lost)
 
+    def _next_batch(self) -> tuple[int, list[Notification]]:
+        """The epoch and the events after the position, read in one trip to a worker thread."""
+        with self.datastore.get_connection() as conn:
+            row = conn.execute("SELECT position, epoch FROM engram_relay WHERE relay = 'main'").fetchone()
+        notes = self.recorder.select_notifications(int(row["position"]), self.batch, None, (), inclusive_of_start=False)
+        return int(row["epoch"]), notes
+
     async def _publish_batch(self, producer: AIOKafkaProducer) -> int:
-        position = await asyncio.to_thread(self.position)
-        notes = await asyncio.to_thread(self.recorder.select_notifications, position, self.batch, None, (),
-                                        inclusive_of_start=False)
+        number, notes = await asyncio.to_thread(self._next_batch)
         if not notes:
             return 0
-        epoch = str(await asyncio.to_thread(self.epoch)).encode()
+        epoch = str(number).encode()
         futures: list[Any] = []
         try:
             for n in notes:
