@@ -20,6 +20,11 @@ services in-process, the database statements, key fetches, seals/unseals and JSO
 the top cumulative entries of cProfile for remember, catch-up and rebuild, and the same counts per remember
 when 16 threads remember at once (as 16 clients' requests do in the server). Prints one JSON document.
 The clients run on the same machine as the server: on 2 cores they take a share of the CPU too.
+
+`--kafka N` runs the HTTP part in distributed mode instead: a tansu broker, `engram relay` and N
+`engram worker` processes project what `engram serve` stores, and a write answers once the workers
+have applied it (read-your-writes through the broker, ADR 0039); their CPU is counted as the
+projectors'. The in-process part is then left out (the views are the workers').
 """
 
 from __future__ import annotations
@@ -113,16 +118,29 @@ def postmaster(bench: Any) -> list[int]:
 
 
 @contextmanager
-def serving(bench: Any, processes: int = 1) -> Iterator[str]:
+def serving(bench: Any, processes: int = 1, kafka: int = 0) -> Iterator[str]:
     """`engram serve` on the bench's database, the way an operator runs it, with `processes` serving
-    processes (ADR 0037); its URL once every one of them has started."""
+    processes (ADR 0037); its URL once every one of them has started. With `kafka`, in distributed
+    mode with a broker, a relay and that many workers (their pids in `bench.projector_pids`)."""
     db = bench.db
     port = free_port()
     env = {**os.environ, "ENGRAM_DATABASE_URL": f"postgresql://{db.user}@/{db.dbname}?host={db.host}&port={db.port}",
            "ENGRAM_MASTER_KEY": bench.master, "ENGRAM_TOKEN_SECRET": bench.secret, "ENGRAM_DATA_DIR": str(bench.tmp),
            "ENGRAM_SERVE_PROCESSES": str(processes)}
+    engram_bin = str(Path(sys.executable).parent / "engram")
+    broker, helpers = None, []
+    bench.projector_pids = []
+    if kafka:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from broker import TansuBroker
+
+        broker = TansuBroker().start()
+        env.update({"ENGRAM_KAFKA_BOOTSTRAP": broker.bootstrap, "ENGRAM_KAFKA_PARTITIONS": "8"})
+        helpers = [subprocess.Popen([engram_bin, *cmd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   for cmd in [["relay"], *[["worker"]] * kafka]]
+        bench.projector_pids = [broker.proc.pid, *(h.pid for h in helpers)]
     log = open(bench.tmp / "serve.log", "ab")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "engram"), "serve", "--port", str(port)], env=env,
+    proc = subprocess.Popen([engram_bin, "serve", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     bench.serve_pid = proc.pid
@@ -138,9 +156,13 @@ def serving(bench: Any, processes: int = 1) -> Iterator[str]:
                 raise RuntimeError(f"not every serving process started; see {bench.tmp / 'serve.log'}")
         yield url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        for p in [proc, *helpers]:
+            p.send_signal(signal.SIGTERM)
+        for p in [proc, *helpers]:
+            p.wait(timeout=30)
         log.close()
+        if broker is not None:
+            broker.stop()
 
 
 def http_phase(bench: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -168,9 +190,15 @@ def http_phase(bench: Any, args: argparse.Namespace) -> dict[str, Any]:
         return "/v1/receipts", {"messages": [message(i * 1000 + j) for j in range(args.batch)]}, \
             tokens[PEOPLE[i % len(PEOPLE)]]
 
-    with serving(bench, args.processes) as url:
+    with serving(bench, args.processes, args.kafka) as url:
         warm = [remember() for _ in range(30)] + [receipt() for _ in range(30)]
         asyncio.run(drive(url, 4, warm, (200, 201, 202)))
+        if args.kafka:  # the workers joined and project: a write answers as visible (201, not 202)
+            for _ in range(100):
+                _, _, statuses = asyncio.run(drive(url, 1, [remember()], (200, 201, 202)))
+                if statuses.get(201):
+                    break
+                time.sleep(0.2)
         for clients in args.clients:
             for name, make, n, per in (("remember", remember, args.remembers, 1),
                                        ("receipts_single", receipt, args.receipts, 1),
@@ -178,6 +206,7 @@ def http_phase(bench: Any, args: argparse.Namespace) -> dict[str, Any]:
                 bodies = [make() for _ in range(n)]
                 server = cpu_seconds(lambda: [bench.serve_pid])
                 database = cpu_seconds(lambda: postmaster(bench))
+                projectors = cpu_seconds(lambda: bench.projector_pids)
                 client = time.process_time()
                 latencies, took, statuses = asyncio.run(drive(url, clients, bodies, (200, 201, 202)))
                 result = figures(latencies, took, n)
@@ -186,6 +215,9 @@ def http_phase(bench: Any, args: argparse.Namespace) -> dict[str, Any]:
                     "postgres": round((cpu_seconds(lambda: postmaster(bench)) - database) * 1000 / n, 2),
                     # and this program's, the clients (on the same cores, they bound what the others can use)
                     "clients": round((time.process_time() - client) * 1000 / n, 2)}
+                if args.kafka:  # the broker, the relay and the workers
+                    result["cpu_ms_per_request"]["projectors"] = round(
+                        (cpu_seconds(lambda: bench.projector_pids) - projectors) * 1000 / n, 2)
                 if per > 1:
                     result["messages_per_s"] = round(n * per / took, 1)
                 result["statuses"] = dict(statuses)
@@ -356,6 +388,7 @@ def main() -> None:
     ap.add_argument("--skip-http", action="store_true", help="only the in-process parts")
     ap.add_argument("--lazy-commit", action="store_true", help="synchronous_commit off on the throwaway server")
     ap.add_argument("--processes", type=int, default=1, help="engram serve --processes (ADR 0037)")
+    ap.add_argument("--kafka", type=int, default=0, help="distributed mode over a broker with this many workers")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]
@@ -369,7 +402,8 @@ def main() -> None:
         profile: dict[str, Any] | None = {} if args.profile else None
         if profile is not None:
             per_command(engram, args, profile)
-        report.update(projection_phase(engram, args, profile))
+        if not args.kafka:
+            report.update(projection_phase(engram, args, profile))
         if profile is not None:
             report["profile"] = profile
     text = json.dumps(report, indent=2, default=str)
