@@ -14,9 +14,9 @@ log = logging.getLogger("engram")
 
 
 class Sweeper:
-    """`yield_to` (optional) counts the writes others made: while it moves between two runs, the task
-    runs at most every `busy_interval` seconds instead of every `interval` (it gives way to a burst
-    of writes, and is never starved by one)."""
+    """`yield_to` (optional) counts the requests others made (writes, recalls): while it moves between
+    two runs, the task runs at most every `busy_interval` seconds instead of every `interval` (it gives
+    way to a burst of requests, and is never starved by one)."""
 
     def __init__(self, task: Callable[[], object], interval: float, *, yield_to: Callable[[], int] | None = None,
                  busy_interval: float | None = None) -> None:

@@ -249,8 +249,10 @@ class Engram:
                 sweepers.append(Sweeper(syncer.sync, settings.worker_interval))
                 sweepers.append(Sweeper(syncer.audit, settings.hindsight_audit_interval))
             sweepers.append(Sweeper(insights.settle_invalidations, settings.worker_interval))
-            # the proposer reads and unseals a person's memories: while writes arrive it runs every 10 intervals
-            sweepers.append(Sweeper(insights.propose_due, settings.worker_interval, yield_to=lambda: ledger.saves))
+            # the proposer reads and unseals a person's memories: while writes or recalls arrive it runs every
+            # 10 intervals (a backlog of proposals, after an import say, otherwise shows in every recall's tail)
+            sweepers.append(Sweeper(insights.propose_due, settings.worker_interval,
+                                    yield_to=lambda: ledger.saves + recall.recalls))
             sweepers.append(Sweeper(backups.expire, settings.sweep_interval))
             sweepers.append(Sweeper(lambda: purge.vacuum_views(ledger.clock.now()), settings.sweep_interval))
         engram = cls(settings, database, master, store, projections, runner, ledger, memories, recall,

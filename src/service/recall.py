@@ -72,10 +72,12 @@ class RecallService:
         self.insights = insights
         self.hint_weight = hint_weight
         self.degraded = Tally()  # recalls answered without the semantic index it has (/metrics)
+        self.recalls = 0  # recalls asked of this service (background work gives way while it moves)
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int,
                tags: list[str] | None = None) -> dict[str, Any]:
         """`tags`: only memories holding all of them (insights have none, so none is recalled then)."""
+        self.recalls += 1
         validate_text(query, self.max_text_bytes, allow_empty=True)
         check_instant(as_of, "as_of")
         tags = check_tags(tags)

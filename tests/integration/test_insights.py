@@ -304,3 +304,20 @@ def test_no_proposals_while_learning_is_paused_and_they_come_when_it_resumes(mak
     assert client.put("/v1/settings", headers=auth(), json={"learning_paused": False, "use_paused": False}).status_code == 200
     assert system.insights.propose_due() == 1
     assert len(insights(client, "proposed")) == 1
+
+
+def test_the_proposer_gives_way_to_recalls_as_it_does_to_writes(settings, database) -> None:
+    """A backlog of proposals (after an import, say) runs at its slower pace while recalls arrive too:
+    the proposer's sweeper counts them with the writes."""
+    from engram.domain.scope import Caller
+
+    system = Engram.open(settings, database=database, background=True)
+    try:
+        proposer = next(s for s in system.sweepers if s.task == system.insights.propose_due)
+        assert proposer.yield_to is not None
+        before = proposer.yield_to()
+        system.recall.recall(Caller("acme", "alice", "user"), query="weekly meeting", as_of=None, max_bytes=8192,
+                             limit=5)
+        assert proposer.yield_to() == before + 1
+    finally:
+        system.close()
