@@ -117,13 +117,17 @@ class Relay:
         with self.datastore.long_running(), self.datastore.get_connection() as conn:
             migrate(conn)
 
-    def position(self) -> int:
+    def _state(self) -> tuple[int, int]:
+        """(position, epoch): what this relay has published and the broker generation it published into."""
         with self.datastore.get_connection() as conn:
-            return int(conn.execute("SELECT position FROM engram_relay WHERE relay = 'main'").fetchone()["position"])
+            row = conn.execute("SELECT position, epoch FROM engram_relay WHERE relay = 'main'").fetchone()
+        return int(row["position"]), int(row["epoch"])
+
+    def position(self) -> int:
+        return self._state()[0]
 
     def epoch(self) -> int:
-        with self.datastore.get_connection() as conn:
-            return int(conn.execute("SELECT epoch FROM engram_relay WHERE relay = 'main'").fetchone()["epoch"])
+        return self._state()[1]
 
     def _store(self, position: int) -> None:
         with self.datastore.transaction(commit=True) as curs:
@@ -242,10 +246,8 @@ class Relay:
 
     def _next_batch(self) -> tuple[int, list[Notification]]:
         """The epoch and the events after the position, read in one trip to a worker thread."""
-        with self.datastore.get_connection() as conn:
-            row = conn.execute("SELECT position, epoch FROM engram_relay WHERE relay = 'main'").fetchone()
-        notes = self.recorder.select_notifications(int(row["position"]), self.batch, None, (), inclusive_of_start=False)
-        return int(row["epoch"]), notes
+        position, epoch = self._state()
+        return epoch, self.recorder.select_notifications(position, self.batch, None, (), inclusive_of_start=False)
 
     async def _publish_batch(self, producer: AIOKafkaProducer) -> int:
         number, notes = await asyncio.to_thread(self._next_batch)

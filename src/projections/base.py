@@ -333,9 +333,10 @@ class ViewProjection(Projection[View]):
         ).format(names=Literal(names), parts=Literal(parts)))
         curs.nextset()
         locked = {(r["projection"], int(r["partition"])): int(r["notification_id"]) for r in curs.fetchall()}
-        fresh = {p.name: sorted(((e, t) for part in parts for e, t in batches[part]
-                                 if e is not None and t.notification_id > locked[(p.name, part)]),
-                                key=lambda item: item[1].notification_id) for p in ordered}
+        events = sorted(((part, e, t) for part in parts for e, t in batches[part] if e is not None),
+                        key=lambda item: item[2].notification_id)  # once, for every projection
+        fresh = {p.name: [(e, t) for part, e, t in events if t.notification_id > locked[(p.name, part)]]
+                 for p in ordered}
         applied = ViewProjection.apply_each(curs, ordered, fresh, guarded=True)
         moved = [(name, part, upto[part]) for name in names for part in parts if upto[part] > locked[(name, part)]]
         if moved:
