@@ -53,9 +53,17 @@ def socket_bound(port: int) -> Iterator[None]:
 
 
 def _serving(main: psutil.Process) -> list[psutil.Process]:
-    """The serving processes: the main's spawned children (PostgreSQL's are not its children)."""
-    return [c for c in main.children() if "multiprocessing" in " ".join(c.cmdline()) and "spawn_main" in
-            " ".join(c.cmdline())]
+    """The serving processes: the main's spawned children (PostgreSQL's are not its children). A child
+    that has just ended (a zombie until the main process reaps it, or gone) is not serving."""
+    serving = []
+    for child in main.children():
+        try:
+            command = " ".join(child.cmdline())
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            continue
+        if "multiprocessing" in command and "spawn_main" in command:
+            serving.append(child)
+    return serving
 
 
 def _wait_for(check, timeout: float = 60) -> None:  # noqa: ANN001
