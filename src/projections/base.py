@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -92,9 +92,29 @@ def write_rows(curs: Cursor[Any], table: str, columns: Sequence[str], rows: Sequ
         curs.execute(f"DELETE FROM {table} t USING unnest({names}) AS g({', '.join(f'k{i}' for i in range(len(key)))}) "
                      f"WHERE {match}", [[g[i] for g in gone] for i in range(len(key))])
     if rows:
-        with curs.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row([row[c] for c in columns])
+        copy_in(curs, table, columns, ([row[c] for c in columns] for row in rows))
+
+
+_COLUMN_TYPES: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+
+
+def copy_in(curs: Cursor[Any], table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """COPY `rows` (values in `columns`' order) into `table` in PostgreSQL's binary format, which costs
+    this process about a quarter of the text format's CPU a row (no quoting, no bytea hex, no uuid or
+    timestamp text). Binary needs each column's type: read from the catalog once a process, for the
+    table the search path names (a rebuild's shadow tables have the serving tables' types)."""
+    key = (table, tuple(columns))
+    types = _COLUMN_TYPES.get(key)
+    if types is None:
+        curs.execute("SELECT attname, atttypid::int AS oid FROM pg_attribute "
+                     "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped", (table,))
+        found = {r["attname"]: r["oid"] for r in curs.fetchall()}
+        types = _COLUMN_TYPES[key] = [found[c] for c in columns]
+    with curs.copy(SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+            Identifier(table), SQL(", ").join(map(Identifier, columns)))) as copy:
+        copy.set_types(types)
+        for row in rows:
+            copy.write_row(row)
 
 
 class View(PostgresTrackingRecorder):

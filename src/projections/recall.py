@@ -30,7 +30,7 @@ from engram.domain.memory import (
     tags_of,
 )
 
-from .base import View, ViewProjection, difference, write_nested, write_rows
+from .base import View, ViewProjection, copy_in, difference, write_nested, write_rows
 from .purge import EVENT_STORE, KAFKA, RECALL_VIEW, PurgeTracker
 
 DDL = """
@@ -521,10 +521,7 @@ class RecallProjection(ViewProjection):
         terms = self._terms()
         self._batch.terms = {}
         if terms:
-            with curs.copy(f"COPY engram_recall_terms ({', '.join(TERM_COLUMNS)}) FROM STDIN") as copy:
-                for held in terms.values():
-                    for row in held:
-                        copy.write_row(row)
+            copy_in(curs, "engram_recall_terms", TERM_COLUMNS, (row for held in terms.values() for row in held))
         stats = getattr(self._batch, "stats", None) or {}
         self._batch.stats = {}
         figures = [(c, p, n, t) for (c, p), (n, t) in sorted(stats.items()) if n or t]
