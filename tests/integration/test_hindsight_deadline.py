@@ -178,7 +178,10 @@ def test_many_recalls_at_once_against_a_hung_hindsight_leak_no_threads_or_connec
             for w in workers:
                 w.join()
         assert len(failures) == 48 and set(failures) == {"deadline passed"}
-        assert max(took) < DEADLINE + MARGIN
+        # each call ended at its deadline, not at the client's 30 s timeout or never (the proxy stalls for
+        # good); 16 threads at once on a loaded machine wait their turns for the interpreter, so the bound
+        # is loose (a single call's is MARGIN, above): 0.54 to 0.58 s was seen beside other work
+        assert max(took) < DEADLINE + 3.0
         # each cancelled request closes its connection (a leaked one never closes at all; the bound is
         # no speed target)
         assert proxy.wait_closed(timeout=30) == 0
