@@ -13,6 +13,7 @@ import argparse
 import base64
 import os
 import random
+import shutil
 import statistics
 import tempfile
 import threading
@@ -107,6 +108,7 @@ def main() -> None:
     finally:
         engram.close()
         pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

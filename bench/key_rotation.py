@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import shutil
 import statistics
 import tempfile
 import threading
@@ -97,6 +98,7 @@ def main() -> None:
         print(f"forget's key destruction during the rotation: {summary(during)}")
     finally:
         pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

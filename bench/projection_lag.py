@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import base64
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -190,6 +191,7 @@ def main() -> None:
                 broker.stop()
     finally:
         pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import argparse
 import base64
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -305,6 +306,7 @@ def main() -> None:
         if hindsight is not None:
             hindsight.close()
         pg.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
     PostgresApplicationRecorder,
@@ -216,6 +216,22 @@ class EventRecorder(PostgresApplicationRecorder):
                 SQL("SELECT DISTINCT originator_id FROM {}.{} WHERE originator_id = ANY(%s)").format(
                     Identifier(self.datastore.schema), Identifier(self.events_table_name)), (list(ids),)).fetchall()
         return {r["originator_id"] for r in rows}
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as select_notifications
+    def select_part(self, start: int, limit: int, stop: int, part: int, parts: int) -> list[Notification]:
+        """`select_notifications` after `start` up to `stop`, of the aggregates in `part` of `parts` only
+        (the low 32 bits of the aggregate id, modulo `parts`): one process's share of a rebuild's fill
+        (ADR 0038), chosen by the server, so that no process reads and then drops the others' events."""
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(
+                SQL("SELECT * FROM {}.{} WHERE notification_id > %s AND notification_id <= %s "
+                    "AND ('x' || right(originator_id::text, 8))::bit(32)::bigint %% %s = %s "
+                    "ORDER BY notification_id LIMIT %s").format(
+                    Identifier(self.datastore.schema), Identifier(self.events_table_name)),
+                (start, stop, parts, part, limit), prepare=True).fetchall()
+        return [Notification(id=r["notification_id"], originator_id=r["originator_id"],
+                             originator_version=r["originator_version"], topic=r["topic"], state=bytes(r["state"]))
+                for r in rows]
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         """The new data keys' rows, eventsourcing's lock timeout, table lock and NOTIFY, sent as one

@@ -461,13 +461,14 @@ class ViewProjection(Projection[View]):
         Returns the new position and how many."""
         applied = 0
         while position < head:
-            notes = recorder.select_notifications(start=position, limit=self.REBUILD_BATCH, stop=head,
-                                                  inclusive_of_start=False)
+            if part is None:
+                notes = recorder.select_notifications(start=position, limit=self.REBUILD_BATCH, stop=head,
+                                                      inclusive_of_start=False)
+            else:  # read, and decoded, by the process whose part they are, and only there
+                notes = recorder.select_part(position, self.REBUILD_BATCH, head, *part)
             if not notes:
                 break
             last = notes[-1].id
-            if part is not None:  # decoded by the process whose part they are, and only there
-                notes = [n for n in notes if n.originator_id.int % part[1] == part[0]]
             with prefetched(keys, notes):
                 items = [(decode(n), Tracking(APPLICATION, n.id)) for n in notes]
                 if curs is not None:
