@@ -140,4 +140,8 @@ def configure(log_format: str, level: str, *, stream: Any = None) -> None:
     for name, existing in list(logging.root.manager.loggerDict.items()):
         if isinstance(existing, logging.Logger) and (name.split(".")[0] == "engram" or name in _OWN_HANDLERS):
             existing.disabled = False
+    # installed afresh: a hook installed before may have been undone since (a `warnings.catch_warnings`
+    # around an earlier configuration restores the old `showwarning`), and logging's own flag would say
+    # it is still there
+    logging.captureWarnings(False)
     logging.captureWarnings(True)
