@@ -93,9 +93,10 @@ class KeyStore:
 
     def get(self, key_id: Any) -> bytes | None:
         batch = getattr(self._batch, "keys", None)
-        if batch is not None and str(key_id) in batch:
-            return batch[str(key_id)]
-        return self.get_many([key_id]).get(str(key_id))
+        key_id = str(key_id)  # once: a projection asks this for every event it seals or unseals
+        if batch is not None and key_id in batch:
+            return batch[key_id]
+        return self.get_many([key_id]).get(key_id)
 
     def get_many(self, key_ids: Iterable[Any]) -> dict[str, bytes]:
         """One statement, one round trip (no transaction around it)."""
