@@ -1,10 +1,12 @@
 """Time to rebuild the recall view from N stored events (default 100,000).
 
-    .venv/bin/python bench/rebuild.py [--events 100000]
+    .venv/bin/python bench/rebuild.py [--events 100000] [--receipts 0]
 
 Seeds N events (half `Remembered`, half `Corrected`) straight into the event store, then runs the
 same rebuild as `engram projections rebuild recall` (new tables filled batch by batch beside the
-serving view, then swapped in: ADR 0034) and prints events/s.
+serving view, then swapped in: ADR 0034) and prints events/s. `--receipts R` stores R receipts as well
+(each `Received`, `Processed`, `PayloadCleared`: the most of a real log), interleaved with the memories;
+the recall view applies none of them, and events/s then counts every stored event.
 """
 
 from __future__ import annotations
@@ -17,20 +19,37 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from uuid import uuid4
 
-from harness import seed_corrected
+from harness import save_in_batches, seed_corrected
 
 from engram.adapters.database import EmbeddedPostgres  # noqa: E402
 from engram.api.bootstrap import Engram  # noqa: E402
+from engram.domain.receipt import Receipt  # noqa: E402
 from engram.service.settings import Settings  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(2000)]
 
 
+def receipts(engram: Engram, n: int, r: random.Random) -> Iterator[Receipt]:
+    """`n` receipts of one message each, received, processed (nothing learned) and their payload cleared."""
+    now = engram.ledger.clock.now()
+    source = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
+    for _ in range(n):
+        receipt = Receipt.receive(company="acme", person=f"p{r.randrange(100)}", receipt_id=str(uuid4()), author="user",
+                                  kind="message", text=" ".join(r.choice(WORDS) for _ in range(12)), occurred_at=None,
+                                  source=source, visibility="general", team=None, ignored_because=None, at=now)
+        receipt.processed([], 0, "rules", now)
+        receipt.clear_payload("processed", now)
+        yield receipt
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--receipts", type=int, default=0, help="receipts stored besides (3 events each)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="engram-rebuild-"))
     settings = Settings(data_dir=tmp, database_url=None, master_key=base64.urlsafe_b64encode(os.urandom(32)).decode(),
@@ -40,14 +59,18 @@ def main() -> None:
     r = random.Random(5)
     try:
         t = time.perf_counter()
-        seed_corrected(engram, args.events // 2, lambda _: "I prefer " + " ".join(r.choice(WORDS) for _ in range(8)),
-                       lambda _: r.choice(WORDS))
+        rounds = 10 if args.receipts else 1  # receipts between the memories, as they arrive
+        for _ in range(rounds):
+            seed_corrected(engram, args.events // 2 // rounds,
+                           lambda _: "I prefer " + " ".join(r.choice(WORDS) for _ in range(8)), lambda _: r.choice(WORDS))
+            if args.receipts:
+                save_in_batches(engram, receipts(engram, args.receipts // rounds, r))
         head = engram.store.recorder.max_notification_id()
         print(f"seeded {head} events in {time.perf_counter() - t:.1f}s", file=sys.stderr)
         t = time.perf_counter()
         applied = engram.operations.rebuild("recall")
         took = time.perf_counter() - t
-        print(f"rebuild recall: {applied} events in {took:.1f}s ({applied / took:.0f} events/s)")
+        print(f"rebuild recall: {head} events ({applied} applied) in {took:.1f}s ({(head or 0) / took:.0f} events/s)")
     finally:
         engram.close()
         pg.stop()

@@ -218,17 +218,25 @@ class EventRecorder(PostgresApplicationRecorder):
         return {r["originator_id"] for r in rows}
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as select_notifications
-    def select_part(self, start: int, limit: int, stop: int, part: int, parts: int) -> list[Notification]:
-        """`select_notifications` after `start` up to `stop`, of the aggregates in `part` of `parts` only
-        (the low 32 bits of the aggregate id, modulo `parts`): one process's share of a rebuild's fill
-        (ADR 0038), chosen by the server, so that no process reads and then drops the others' events."""
+    def select_replay(self, start: int, limit: int, stop: int, *, part: tuple[int, int] | None = None,
+                      skip: Sequence[str] = ()) -> list[Notification]:
+        """`select_notifications` after `start` up to `stop`, for a rebuild (ADR 0034), leaving out in the
+        query what it would read only to drop: events of the `skip` topics (those its view does not
+        apply), and, given `part` (part, parts), those of aggregates outside that part (the low 32 bits
+        of the aggregate id, modulo `parts`): one process's share of a fill (ADR 0038)."""
+        where = [SQL("notification_id > %s"), SQL("notification_id <= %s")]
+        params: list[Any] = [start, stop]
+        if part is not None:
+            where.append(SQL("('x' || right(originator_id::text, 8))::bit(32)::bigint %% %s = %s"))
+            params += [part[1], part[0]]
+        if skip:
+            where.append(SQL("NOT (topic = ANY(%s))"))
+            params.append(list(skip))
         with self.datastore.get_connection() as conn:
             rows = conn.execute(
-                SQL("SELECT * FROM {}.{} WHERE notification_id > %s AND notification_id <= %s "
-                    "AND ('x' || right(originator_id::text, 8))::bit(32)::bigint %% %s = %s "
-                    "ORDER BY notification_id LIMIT %s").format(
-                    Identifier(self.datastore.schema), Identifier(self.events_table_name)),
-                (start, stop, parts, part, limit), prepare=True).fetchall()
+                SQL("SELECT * FROM {}.{} WHERE {} ORDER BY notification_id LIMIT %s").format(
+                    Identifier(self.datastore.schema), Identifier(self.events_table_name), SQL(" AND ").join(where)),
+                [*params, limit], prepare=True).fetchall()
         return [Notification(id=r["notification_id"], originator_id=r["originator_id"],
                              originator_version=r["originator_version"], topic=r["topic"], state=bytes(r["state"]))
                 for r in rows]

@@ -8,11 +8,16 @@ When the key is gone the event still decodes, with those fields set to None.
 from __future__ import annotations
 
 import base64
+import importlib
+import pkgutil
+from collections.abc import Iterator
+from types import ModuleType
 from typing import Any, cast
 
 from cryptography.exceptions import InvalidTag
+from eventsourcing.domain import Aggregate, DomainEvent
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
-from eventsourcing.utils import register_topic, resolve_topic
+from eventsourcing.utils import get_topic, register_topic, resolve_topic
 
 from engram.domain.errors import MemoryForgotten
 
@@ -98,17 +103,36 @@ class SealingMapper(Mapper):
         )
 
 
-def register_moved_topics() -> None:
-    """Events stored before Engram installed as one package name their classes `domain.<module>:...`;
-    those topics still resolve, to the same classes under `engram.domain`."""
-    import importlib
-    import pkgutil
-
+def _domain_modules() -> Iterator[tuple[str, ModuleType]]:
+    """(name, module) of each module of `engram.domain`."""
     from engram import domain
 
     for info in pkgutil.iter_modules(domain.__path__):
-        register_topic(f"domain.{info.name}", importlib.import_module(f"engram.domain.{info.name}"))
+        yield info.name, importlib.import_module(f"engram.domain.{info.name}")
+
+
+def register_moved_topics() -> None:
+    """Events stored before Engram installed as one package name their classes `domain.<module>:...`;
+    those topics still resolve, to the same classes under `engram.domain`."""
+    for name, module in _domain_modules():
+        register_topic(f"domain.{name}", module)
 
 
 register_moved_topics()
 
+
+
+def stored_topics() -> dict[str, type]:
+    """Every topic an event of Engram's domain can be stored under, with its class: its own, and the
+    `domain.<module>:` one of events stored before Engram installed as one package."""
+    topics: dict[str, type] = {}
+    for name, module in _domain_modules():
+        for aggregate in vars(module).values():
+            if not (isinstance(aggregate, type) and issubclass(aggregate, Aggregate)
+                    and aggregate.__module__ == module.__name__):
+                continue
+            for event in vars(aggregate).values():
+                if isinstance(event, type) and issubclass(event, DomainEvent):
+                    topics[get_topic(event)] = event
+                    topics[f"domain.{name}:{event.__qualname__}"] = event
+    return topics

@@ -24,6 +24,7 @@ from psycopg_pool import PoolTimeout
 
 from engram.adapters.availability import UNAVAILABLE_ERRORS, DatabaseTimeout
 from engram.adapters.keystore import prefetched
+from engram.adapters.mapper import stored_topics
 from engram.adapters.outage import Outage
 
 log = logging.getLogger("engram.projections")
@@ -372,6 +373,16 @@ class ViewProjection(Projection[View]):
     # memory's events in order, the memories apart and at once, builds the same view. A rebuild may then
     # fill it from several processes, each taking the memories of one part (`replay_part`, ADR 0038).
     partitionable = False
+    # The event classes `apply` acts on; None: it decides event by event. A rebuild leaves the others
+    # unread (`skipped_topics`): a recall view has no use for the receipts that are most of the log.
+    applies_to: tuple[type, ...] | None = None
+
+    def skipped_topics(self) -> list[str]:
+        """The stored topics of domain events this projection does nothing with. A topic the domain does
+        not know is never among them: such an event is still read, and set aside as it always was."""
+        if self.applies_to is None:
+            return []
+        return sorted(topic for topic, cls in stored_topics().items() if not issubclass(cls, self.applies_to))
 
     REBUILD_BATCH = 2000  # events a rebuild applies, and commits, at a time
     SWAP_GAP = 2000  # at most this many events behind the head, the rebuild takes the lock and swaps
@@ -460,12 +471,11 @@ class ViewProjection(Projection[View]):
         in `part`, if given): each batch in its own committed transaction, or all in `curs` (the swap's).
         Returns the new position and how many."""
         applied = 0
+        skip = self.skipped_topics()
         while position < head:
-            if part is None:
-                notes = recorder.select_notifications(start=position, limit=self.REBUILD_BATCH, stop=head,
-                                                      inclusive_of_start=False)
-            else:  # read, and decoded, by the process whose part they are, and only there
-                notes = recorder.select_part(position, self.REBUILD_BATCH, head, *part)
+            # a part's events read, and decoded, by the process whose part they are, and only there; and
+            # events this view does not apply not read at all
+            notes = recorder.select_replay(position, self.REBUILD_BATCH, head, part=part, skip=skip)
             if not notes:
                 break
             last = notes[-1].id

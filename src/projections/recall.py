@@ -209,6 +209,7 @@ class RecallProjection(ViewProjection):
     view_class = RecallView
     TERM_COLUMNS = TERM_COLUMNS
     partitionable = True  # only Memory events, each its own memory's; per-person counts are sums
+    applies_to = (Memory.Event,)
 
     def __init__(self, view: View, keys: KeyStore, index: BlindIndex, purge: PurgeTracker) -> None:
         super().__init__(view)

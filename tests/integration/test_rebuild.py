@@ -205,6 +205,45 @@ def test_a_rebuild_keeps_set_aside_events_it_still_cannot_apply_and_only_those(e
         assert [tuple(r.values()) for r in curs.fetchall()] == [(bad, "ValueError")]
 
 
+@pytest.mark.parametrize("legacy", [False, True])
+def test_the_recall_views_rebuild_leaves_the_events_it_does_not_apply_unread(engram, small_batches, monkeypatch,
+                                                                            legacy) -> None:
+    """Receipts are most of a real event log and the recall view applies none of them: its rebuild does
+    not read them (under the topic they were stored with, or the one events had before Engram was one
+    package), and builds the same view. An event of a topic the domain does not know is still read."""
+    from uuid import uuid4
+
+    from eventsourcing.persistence import StoredEvent
+
+    _history(engram)
+    for i in range(6):
+        engram.learning.receive(ALICE, receipt_id=f"r-{i}", author="user", kind="message", text=f"a heron, {i}",
+                                occurred_at=None, source=_source(40 + i), visibility="general", team=None)
+    engram.learning.work()
+    if legacy:  # as events stored before Engram installed as one package name their classes
+        with engram.store.datastore.transaction(commit=True) as curs:
+            curs.execute("UPDATE engram_events SET topic = 'domain.' || substr(topic, 15) "
+                         "WHERE topic LIKE 'engram.domain.receipt:%'")
+            assert curs.rowcount > 0
+    engram.store.recorder.insert_events([StoredEvent(originator_id=uuid4(), originator_version=1,
+                                                     topic="nowhere.module:Gone", state=b"{}")])
+    engram.runner.catch_up_all()
+    before = _everything(engram)
+    read: list[str] = []
+    original = engram.store.mapper.to_domain_event
+
+    def decode(stored: Any) -> Any:
+        read.append(stored.topic)
+        return original(stored)
+
+    monkeypatch.setattr(engram.store.mapper, "to_domain_event", decode)
+    engram.operations.rebuild("recall")
+    assert _everything(engram) == before
+    assert read and not [t for t in read if "receipt:" in t]
+    assert "nowhere.module:Gone" in read and engram.operations.quarantined()["recall"] == 1
+    assert any("memory:Memory.Remembered" in t for t in read)
+
+
 @pytest.fixture
 def two_processes(engram, small_batches, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rebuilds of the recall view filled by two processes (ADR 0038), however few the events."""
