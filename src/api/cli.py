@@ -195,7 +195,9 @@ def cmd_projections(args: argparse.Namespace) -> int:
         return 2
     try:
         applied = engram.operations.rebuild(args.name, _progress_bar(f"rebuild {args.name}"))
-        print(f"rebuilt {args.name}: applied {applied} events")
+        position = engram.projections[args.name].view.position()
+        # events of kinds the view does not apply are not read (ADR 0034), so not counted as applied
+        print(f"rebuilt {args.name}: applied {applied} events, up to position {position}")
     finally:
         engram.close()
     return 0
