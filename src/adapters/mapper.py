@@ -118,10 +118,6 @@ def register_moved_topics() -> None:
         register_topic(f"domain.{name}", module)
 
 
-register_moved_topics()
-
-
-
 def stored_topics() -> dict[str, type]:
     """Every topic an event of Engram's domain can be stored under, with its class: its own, and the
     `domain.<module>:` one of events stored before Engram installed as one package."""
@@ -136,3 +132,6 @@ def stored_topics() -> dict[str, type]:
                     topics[get_topic(event)] = event
                     topics[f"domain.{name}:{event.__qualname__}"] = event
     return topics
+
+
+register_moved_topics()
