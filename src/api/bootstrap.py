@@ -15,6 +15,7 @@ from engram.adapters.budget import BudgetLedger, daily_limits
 from engram.adapters.content_rules import ContentRules
 from engram.adapters.crypto import MasterKey, MasterKeys, previous_key_file
 from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres
+from engram.adapters.embedders import Embedder, LocalEmbedder, RemoteEmbedder
 from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient, HindsightDatabase, SemanticIndex
 from engram.adapters.insight_local import LocalProposer
@@ -23,6 +24,8 @@ from engram.adapters.keystore import KeyStore
 from engram.adapters.migrations import migrate, migrate_database, schema_lock
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
+from engram.adapters.vector_index import Meaning, VectorIndex
+from engram.adapters.vectors import VectorStore
 from engram.domain.clock import Clock
 from engram.domain.rollout import Rollout
 from engram.projections.base import ProjectorRunner, ViewProjection, safe_decoder
@@ -36,6 +39,7 @@ from engram.projections.recall import RecallProjection, RecallView
 from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
 from engram.service.backups import Backups, catalog_of
+from engram.service.embedding import EmbeddingWorker
 from engram.service.forgetting import ForgettingService, Pace
 from engram.service.governance import GovernanceService
 from engram.service.hindsight_sync import HindsightSyncer
@@ -82,6 +86,16 @@ def key_rotation(settings: Settings, database: Database) -> Iterator[KeyRotation
         datastore.close()
 
 
+def embedder_of(settings: Settings) -> Embedder | None:
+    """The embedding model `ENGRAM_EMBEDDINGS` names (ADR 0040); None for `off`."""
+    if settings.embeddings == "off":
+        return None
+    if settings.embeddings == "openai":
+        assert settings.embeddings_url is not None  # the settings refuse openai without it
+        return RemoteEmbedder(settings.embeddings_url, settings.embeddings_model, settings.embeddings_api_key)
+    return LocalEmbedder()
+
+
 def token_secret(settings: Settings) -> str:
     return settings.token_secret or master_key(settings).token_secret()
 
@@ -120,6 +134,7 @@ class Engram:
     importer: MemoryImporter | None = None  # `engram import`; always set by `open`
     backups: Backups | None = None
     insights: InsightService | None = None  # always set by `open`
+    embedding: EmbeddingWorker | None = None  # None with ENGRAM_EMBEDDINGS=off
 
     @classmethod
     def open(
@@ -235,8 +250,17 @@ class Engram:
             if settings.hindsight_url else None)]
         insights = InsightService(ledger, InsightQueries(datastore), index, proposers,
                                   max_text_bytes=settings.max_text_bytes)
+        embedder = embedder_of(settings)
+        vectors = VectorStore(datastore)
+        meaning = embedding = None
+        if embedder is not None:
+            meaning = Meaning(embedder, VectorIndex(vectors, store.keys, most=settings.vector_cache),
+                              settings.embeddings_deadline_ms)
+            meaning.warm()
+            embedding = EmbeddingWorker(vectors, store.keys, embedder, ledger.clock, warm=meaning.warm)
         recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes,
-                               insights=insights, hint_weight=settings.hindsight_weight)
+                               insights=insights, hint_weight=settings.hindsight_weight, meaning=meaning,
+                               floor=settings.recall_floor)
         forgetting = ForgettingService(memories, AccountForgets(datastore, purge), queries,
                                        request=Pace(settings.forget_request_members, 2.0))
         sweepers = []
@@ -248,6 +272,8 @@ class Engram:
             if syncer is not None:
                 sweepers.append(Sweeper(syncer.sync, settings.worker_interval))
                 sweepers.append(Sweeper(syncer.audit, settings.hindsight_audit_interval))
+            if embedding is not None:  # a quarter second between turns: found by meaning well within 2 s
+                sweepers.append(Sweeper(embedding.work, min(settings.worker_interval, 0.25)))
             sweepers.append(Sweeper(insights.settle_invalidations, settings.worker_interval))
             # the proposer reads and unseals a person's memories: while writes or recalls arrive it runs every
             # 10 intervals (a backlog of proposals, after an import say, otherwise shows in every recall's tail)
@@ -260,8 +286,9 @@ class Engram:
                      Operations(ledger, projections, learning, fence, settings, syncer, purge, insights.queries, recall),
                      syncer, embedded, sweepers, forgetting, backups=backups,
                      importer=MemoryImporter(memories, fence, root.import_key, fence.loaded.wait),
-                     insights=insights)
+                     insights=insights, embedding=embedding)
         engram.operations.fill_in_processes = fill_in_processes(settings, database, fenced)
+        engram.operations.embedding = embedding
         assert store.outbox is not None
         engram.publisher = TombstonePublisher(store.outbox, journal, ledger.clock)
         fence.on_commit = engram.publisher.kick
@@ -282,9 +309,10 @@ class Engram:
         if self.publisher is not None:
             self.publisher.stop()
         self.store.close()
-        close_semantic = getattr(self.recall.semantic, "close", None)  # its idle connections to Hindsight
-        if close_semantic is not None:
-            close_semantic()
+        for index in (self.recall.semantic, self.recall.meaning):  # Hindsight's idle connections, the query threads
+            close_index = getattr(index, "close", None)
+            if close_index is not None:
+                close_index()
         journal = getattr(self.ledger.tombstones, "journal", None)
         if journal is not None and hasattr(journal, "close"):
             journal.close()

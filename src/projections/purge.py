@@ -34,7 +34,7 @@ BACKUPS = "backups"
 ALWAYS = (EVENT_STORE, RECALL_VIEW, REVIEW_QUEUE, INBOX)
 
 # The tables each view copy's rows live in: vacuumed after purges (`PurgeTracker.vacuum_views`).
-VIEW_TABLES = {RECALL_VIEW: ("engram_memories", "engram_recall_revisions", "engram_recall_terms"),
+VIEW_TABLES = {RECALL_VIEW: ("engram_memories", "engram_recall_revisions", "engram_recall_terms", "engram_vectors"),
                REVIEW_QUEUE: ("engram_candidates",)}
 VACUUMED = "tables vacuumed at"
 

@@ -17,6 +17,7 @@ from psycopg import Cursor
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.kafka import EVENTS_TOPIC, consumed_at
 from engram.adapters.keystore import KeyStore
+from engram.adapters.vectors import VectorStore
 from engram.adapters.view_cipher import seal_for_view, unseal_from_view
 from engram.domain.memory import (
     CONFIRMED,
@@ -347,6 +348,8 @@ class RecallProjection(ViewProjection):
         memory = rows.memories.get(memory_id)
         if memory is None:
             return
+        vectors = VectorStore.delete_in(curs, memory_id)  # sealed under the key that went with the event
+        self._moved().add((memory["company"], memory["person"]))
         rows.memories[memory_id] = {
             **memory, "status": status, "sealed_text": None, "sealed_evidence": None, "occurred_at": None,
             "asks": False, "sealed_tags": None, "tag_terms": [],
@@ -362,7 +365,7 @@ class RecallProjection(ViewProjection):
         )
         self.purge.purged(
             curs, purge_id, RECALL_VIEW,
-            f"deleted {revisions} revision rows and {terms} term rows at position {t.notification_id}",
+            f"deleted {revisions} revision rows, {terms} term rows and {vectors} vectors at position {t.notification_id}",
             e.timestamp,
         )
         consumed = consumed_at(t.notification_id)
@@ -438,10 +441,18 @@ class RecallProjection(ViewProjection):
         had_n, had_total = pending.get((company, person), (0, 0))
         pending[(company, person)] = (had_n + n, had_total + total)
 
+    def _moved(self) -> set[tuple[str, str]]:
+        """People whose answering revisions changed in this batch: the vectors recall holds of them move."""
+        moved: set[tuple[str, str]] | None = getattr(self._batch, "moved", None)
+        if moved is None:
+            moved = self._batch.moved = set()
+        return moved
+
     def begin(self) -> None:
         self._batch.stats = {}
         self._batch.terms = {}
         self._batch.pending = []
+        self._batch.moved = set()
 
     def _refresh_answers(self, curs: Cursor[Any], memory_id: Any, key: bytes | None) -> None:
         """Recompute, at flush, which revisions of a memory answer for which valid time, and their terms,
@@ -460,6 +471,7 @@ class RecallProjection(ViewProjection):
         if answering:  # what they counted in the per-person figures goes; the new answers are added below
             self._add_answers(ordered[0]["company"], ordered[0]["person"], -len(answering),
                               -sum(r["doc_len"] for r in answering))
+            self._moved().add((ordered[0]["company"], ordered[0]["person"]))  # their vectors' valid times may move
             self._delete_terms(rows, memory_id)
             for r in answering:
                 revs[r["revision"]] = {**r, "is_answer": False, "answer_from": None, "answer_to": None}
@@ -523,6 +535,11 @@ class RecallProjection(ViewProjection):
         self._batch.terms = {}
         if terms:
             copy_in(curs, "engram_recall_terms", TERM_COLUMNS, (row for held in terms.values() for row in held))
+            # each revision that answers now is embedded in the background (ADR 0040)
+            VectorStore.queue_in(curs, sorted({(row[3], row[4]) for held in terms.values() for row in held}))
+        moved = self._moved()
+        self._batch.moved = set()
+        VectorStore.bump_in(curs, moved)
         stats = getattr(self._batch, "stats", None) or {}
         self._batch.stats = {}
         figures = [(c, p, n, t) for (c, p), (n, t) in sorted(stats.items()) if n or t]

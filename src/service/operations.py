@@ -22,6 +22,7 @@ from engram.projections.base import ViewProjection, safe_decoder
 from engram.projections.insights import InsightQueries
 from engram.projections.purge import PurgeTracker
 
+from .embedding import EmbeddingWorker
 from .hindsight_sync import HindsightSyncer
 from .learning import LearningService
 from .ledger import Ledger
@@ -55,6 +56,7 @@ class Operations:
                  recall: RecallService | None = None) -> None:
         self.purge = purge
         self.recall = recall
+        self.embedding: EmbeddingWorker | None = None  # set by the composition root when meaning is on
         self.insights = insights
         self.ledger = ledger
         self.store = ledger.store
@@ -182,6 +184,13 @@ class Operations:
         if self.recall is not None:
             found.append(("engram_recall_degraded_total", "Recalls answered without the semantic index (down or "
                           "slower than its deadline)", self.recall.degraded))
+        if self.embedding is not None:
+            found.append(("engram_vectors_embedded_total", "Vectors this process embedded and stored",
+                          self.embedding.embedded))
+            found.append(("engram_embedding_failures_total", "Texts the model failed on alone, given up on (found by "
+                          "their words only)", self.embedding.failed))
+            found.append(("engram_embedding_unavailable_total", "Embedding batches the model did not answer (tried "
+                          "again when their lease lapses)", self.embedding.unavailable))
         return found
 
     def readings(self, *, tallies: bool = True) -> list[Reading]:
@@ -228,6 +237,9 @@ class Operations:
         if self.insights is not None:
             found.append(Reading("engram_insight_backlog", "gauge", "People awaiting the proposers; invalidations not "
                                  "yet recorded", _by("kind", self.insights.backlog(None))))
+        if self.embedding is not None:
+            found.append(Reading("engram_vector_backlog", "gauge", "Answering revisions not yet embedded (found by "
+                                 "their words only until they are)", [({}, self.embedding.store.backlog())]))
         found.append(Reading("engram_events_total", "counter", "Events stored (the event store's head position)",
                              [({}, self.store.recorder.max_notification_id() or 0)]))
 

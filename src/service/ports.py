@@ -83,6 +83,24 @@ class SemanticIndex(Protocol):
     def hints(self, scopes: list[Scope], query: str) -> SemanticHints: ...
 
 
+class Nearness(Protocol):
+    """The memories nearest a question (`best`: (memory id, similarity), best first), and the similarity
+    of any of the person's answering revisions that has a vector (None: not embedded yet)."""
+
+    best: list[tuple[str, float]]
+
+    def similarity(self, memory_id: str, revision: int) -> float | None: ...
+
+
+class MeaningIndex(Protocol):
+    """The memories nearest a question's meaning among a person's, through the recall query's own
+    filters; raises `SemanticIndexUnavailable` when the model did not answer within its deadline. Every
+    memory it names is re-read and re-authorized by recall."""
+
+    def nearest(self, company: str, person: str, query: str, *, as_of: Any, teams: list[str],
+                sources: list[str], revoked: list[str], depth: int) -> Nearness: ...
+
+
 class MemoryQueries(Protocol):
     """The recall and review views, as the memory service reads them (rows come back sealed)."""
 

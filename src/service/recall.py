@@ -1,13 +1,17 @@
 """Recall: the confirmed memories a caller may use right now, ranked, within a byte budget.
 
-SQL ranks with BM25 over the blind term index. Hindsight (when configured) only hints: its ranking
-is fused with SQL's by reciprocal rank, and every hinted memory SQL did not find is re-read from the
-recall view, re-unsealed and re-authorized here. Confirmed insights take their place by score. The
-budget truncates the last item that fits and counts the rest.
+SQL ranks with BM25 over the blind term index; the meaning index (the default install's embedding
+model, ADR 0040) finds the memories nearest the question's meaning, and Hindsight (when configured)
+hints. With meaning, each memory's score fuses its words', its meaning's and Hindsight's, each scaled
+to [0, 1] the same way in every request, and memories under the relevance floor are not returned; without
+it, Hindsight's ranking is fused with SQL's by reciprocal rank. Every memory SQL did not find itself is
+re-read from the recall view, re-unsealed and re-authorized here. Confirmed insights take their place by
+score. The budget truncates the last item that fits and counts the rest.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -25,7 +29,7 @@ from engram.projections.recall_queries import RecallQueries
 
 from .insights import InsightService
 from .ledger import Ledger
-from .ports import SemanticIndex
+from .ports import MeaningIndex, Nearness, SemanticIndex
 from .tally import Tally
 from .views import opened, row_scope, unsealed
 
@@ -60,11 +64,44 @@ FOLLOWER_SHARE = 0.8  # measured on bench/quality.py (ADR 0023)
 HINT_WEIGHT = 0.5
 
 
+@dataclass(frozen=True)
+class Fusion:
+    """How words, meaning and Hindsight make one score in [0, 1] (ADR 0040; the constants measured on
+    the tuning rounds of bench/meaning.py and bench/quality.py). Each leg gives a memory a value in
+    [0, 1]: words BM25 as raw / (raw + 1), 0 when the words did not find it; meaning the similarity (the
+    cosine as a z-score against unrelated text, `adapters.background`) scaled from `low` (0) to `high`
+    (1); Hindsight its hint against the request's best. The score is the best
+    leg's value, each leg weighted, plus `both` times the lesser of words and meaning; a memory not
+    embedded yet is judged by its words alone (as it is found at once by them). A memory with a vector
+    scoring under `floor` is left out: the answer to a question about something never said is empty."""
+
+    words: float = 0.5
+    dated: float = 1.0  # words' weight when the question names a day: its day is a term, meaning cannot see it
+    meaning: float = 1.0
+    hindsight: float = 0.5
+    low: float = 0.5
+    high: float = 4.0
+    both: float = 0.25
+    floor: float = 0.3
+    depth: int = FUSION_DEPTH
+
+    def scaled(self, similarity: float) -> float:
+        return min(1.0, max(0.0, (similarity - self.low) / (self.high - self.low)))
+
+    def score(self, words: float, meaning: float | None, hint: float | None, dated: bool = False) -> float:
+        best = max((self.dated if dated else self.words) * words, self.meaning * (meaning or 0.0),
+                   self.hindsight * (hint or 0.0))
+        return min(1.0, best + (self.both * min(words, meaning) if meaning is not None else 0.0))
+
+
 class RecallService:
     def __init__(self, ledger: Ledger, queries: RecallQueries, index: BlindIndex,
                  semantic: SemanticIndex | None = None, *, max_text_bytes: int = 8192,
-                 insights: InsightService | None = None, hint_weight: float = HINT_WEIGHT) -> None:
+                 insights: InsightService | None = None, hint_weight: float = HINT_WEIGHT,
+                 meaning: MeaningIndex | None = None, floor: float = Fusion.floor) -> None:
         self.ledger = ledger
+        self.meaning = meaning
+        self.fusion = Fusion(hindsight=hint_weight, floor=floor)
         self.queries = queries
         self.index = index
         self.semantic = semantic
@@ -100,10 +137,19 @@ class RecallService:
                    "revoked": self.index.sources(caller.company, grants.revoked_sources),
                    "tags": self.index.tags(caller.company, tags)}
         hints, degraded = self._hints(access, query)
-        terms, weights = self.index.recall_terms(caller.company, query, days_named(query, filters["as_of"].date()))
-        found = self._answered(self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH),
-                                                   **filters), filters, limit)
-        rows = self._fused(access, hints, found, filters) if hints else found
+        near, unmeant = self._nearest(caller, query, filters)
+        degraded = degraded or unmeant
+        days = days_named(query, filters["as_of"].date())
+        terms, weights = self.index.recall_terms(caller.company, query, days)
+        if near is not None and not terms:  # no word of the question is in the index: no word ranks
+            found: list[dict[str, Any]] = []
+        else:
+            found = self._answered(self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH),
+                                                       **filters), filters, limit)
+        if near is not None:
+            rows = self._meant(access, near, hints, found, filters, dated=bool(days))
+        else:
+            rows = self._fused(access, hints, found, filters) if hints else found
         if self.insights is not None and not tags:
             exact = self.index.query_terms(caller.company, query)
             rows = _merged(rows, self.insights.recallable(access, terms=exact, as_of=filters["as_of"]))
@@ -120,6 +166,46 @@ class RecallService:
         except SemanticIndexUnavailable:
             self.degraded.add()
             return SemanticHints(), True
+
+    def _nearest(self, caller: Caller, query: str,
+                 filters: dict[str, Any]) -> tuple[Nearness | None, bool]:
+        """The memories nearest the question's meaning (None: no meaning index, or no question), and
+        whether recall is degraded (the model did not answer within its deadline)."""
+        if self.meaning is None or not query.strip():
+            return None, False
+        try:
+            return self.meaning.nearest(caller.company, caller.person, query, as_of=filters["as_of"],
+                                        teams=filters["teams"], sources=filters["sources"],
+                                        revoked=filters["revoked"], depth=self.fusion.depth), False
+        except SemanticIndexUnavailable:
+            self.degraded.add()
+            return None, True
+
+    def _meant(self, access: Access, near: Nearness, hints: SemanticHints, found: list[dict[str, Any]],
+               filters: dict[str, Any], dated: bool = False) -> list[dict[str, Any]]:
+        """Words, meaning and hints fused into one score (`Fusion`), best first, none under the floor.
+        Memories SQL did not find are read here with the same filters, and authorized."""
+        fusion = self.fusion
+        rows = {str(r["memory_id"]): r for r in found}
+        words = {m: (lambda raw: raw / (raw + 1.0))(float(r["score"] or 0.0)) for m, r in rows.items()}
+        wanted = {m for m, _ in near.best} | hints.memory_ids()
+        missing = sorted(m for m in wanted if m not in rows)
+        for r in (self.queries.by_ids(ids=missing, **filters) if missing else []):
+            r = opened(self.ledger.keys, r)
+            if r["status"] == CONFIRMED and access.may_use(row_scope(r)):
+                rows[str(r["memory_id"])] = r
+        hinted = hints.scores(set(rows)) if hints else {}
+        scored, kept = {}, []
+        for m, r in rows.items():
+            similarity = near.similarity(m, r["revision"])
+            scored[m] = fusion.score(words.get(m, 0.0), None if similarity is None else fusion.scaled(similarity),
+                                     hinted.get(m), dated)  # Hindsight counts where it hinted
+            # the floor is meaning's judgment: a memory not embedded yet that its words found is kept, as it
+            # is found at once by them (read-your-writes)
+            if scored[m] >= fusion.floor or similarity is None:
+                kept.append(m)
+        order = sorted(kept, key=lambda m: -scored[m])
+        return [{**rows[m], "score": round(scored[m], 4), "fused": True} for m in order]
 
     def _answered(self, found: list[dict[str, Any]], filters: dict[str, Any], limit: int) -> list[dict[str, Any]]:
         """A question found by the query lends `FOLLOWER_SHARE` of its score to the memory said next in

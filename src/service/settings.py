@@ -6,7 +6,7 @@ import base64
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Seconds = Annotated[float, Field(gt=0)]
@@ -59,6 +59,17 @@ class Settings(BaseSettings):
     hindsight_weight: Annotated[float, Field(ge=0, le=4)] = 0.5
     hindsight_database_url: str | None = None  # Hindsight's own PostgreSQL: vacuumed after deletes when given
     hindsight_audit_interval: Seconds = 3600.0  # how often deleted documents are re-read in Hindsight
+    # recall by meaning (ADR 0040): `local` the multilingual model shipped with Engram, `openai` an
+    # OpenAI-compatible /embeddings endpoint at `embeddings_url`, `off` words only
+    embeddings: Literal["local", "openai", "off"] = "local"
+    embeddings_url: str | None = None
+    embeddings_model: str = "text-embedding-3-small"
+    embeddings_api_key: str | None = None
+    embeddings_deadline_ms: Seconds = 150  # a recall's wait for its question's vector; then words alone
+    # with meaning, a memory scoring under this is not recalled (ADR 0040): higher leaves more questions
+    # about something never said unanswered, and loses more of the memories asked for in other words
+    recall_floor: Annotated[float, Field(ge=0, le=1)] = 0.3
+    vector_cache: Count = 200_000  # vectors one process holds unsealed in memory, people least recently asked go first
     db_pool_size: Count = 8
     serve_processes: Annotated[int, Field(ge=1, le=MAX_SERVE_PROCESSES)] = 1  # `engram serve`, ADR 0037
     # processes that fill a rebuilt recall view (`engram projections rebuild`, a restore's fence), ADR 0038
@@ -88,6 +99,17 @@ class Settings(BaseSettings):
             if len(raw) != 32:
                 raise ValueError("each key must be 32 random bytes, base64url-encoded")
         return value
+
+    @field_validator("embeddings", mode="before")
+    @classmethod
+    def _embeddings_lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _endpoint_named(self) -> Settings:
+        if self.embeddings == "openai" and not self.embeddings_url:
+            raise ValueError("ENGRAM_EMBEDDINGS=openai needs ENGRAM_EMBEDDINGS_URL (the endpoint's base URL)")
+        return self
 
     @field_validator("log_format", "log_level", mode="before")
     @classmethod
@@ -133,6 +155,8 @@ def describe(error: ValidationError) -> str:
     """Which variables are wrong and why, named as the operator set them (never their values)."""
     lines = []
     for e in error.errors():
-        field = str(e["loc"][0]) if e.get("loc") else "?"
-        lines.append(f"ENGRAM_{field.upper()}: {e['msg']}")
+        if not e.get("loc"):  # a rule across settings names its variables itself
+            lines.append(str(e["msg"]).removeprefix("Value error, "))
+            continue
+        lines.append(f"ENGRAM_{str(e['loc'][0]).upper()}: {e['msg']}")
     return "; ".join(lines)

@@ -369,6 +369,7 @@ def test_hindsight_ranking_is_fused_with_sqls(system, hindsight) -> None:
     notes = remember(system, "Lunch notes: what I drink after lunch, drinks menus, lunch at noon")
     rooibos = remember(system, ROOIBOS)
     assert system.syncer.sync() == 2
+    system.recall.meaning = None  # ENGRAM_EMBEDDINGS=off: SQL and Hindsight fused by reciprocal rank
     semantic, system.recall.semantic = system.recall.semantic, None
     sql_only = system.recall.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
     assert [i["id"] for i in sql_only["items"]] == [notes, rooibos]

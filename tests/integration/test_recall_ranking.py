@@ -32,8 +32,17 @@ def test_the_answer_to_a_question_is_found_through_the_question(client) -> None:
     found = ids(client, "Where did I go on holiday?")
     assert found[:2] == [question, answer]  # the answer shares no word with the question
     assert later not in found and other not in found
-    # question words alone are not terms: such a query is an empty one (the newest memories)
-    assert ids(client, "Where were you, and how?") == ids(client, "")
+    # question words alone are not terms: no word ranks, and meaning (none of these is embedded yet) finds
+    # nothing, so nothing unrelated is returned; an empty query still lists the newest
+    assert ids(client, "Where were you, and how?") == []
+    assert len(ids(client, "")) == 3
+
+
+def test_without_meaning_question_words_alone_are_an_empty_query(engram, client) -> None:
+    remember(client, "Where did you go on holiday this year?", "m-1", "2025-08-01T10:00:00+00:00")
+    remember(client, "Kyoto, with my sister, for ten days.", "m-2", "2025-08-01T10:01:00+00:00")
+    engram.recall.meaning = None  # ENGRAM_EMBEDDINGS=off: words alone, as before meaning
+    assert ids(client, "Where were you, and how?") == ids(client, "") and len(ids(client, "")) == 2
 
 
 def test_a_day_named_in_a_question_finds_what_was_said_that_day(client) -> None:

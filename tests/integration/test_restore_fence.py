@@ -43,6 +43,12 @@ def recall(engram: Engram, query: str) -> list[str]:
     return [i["text"] for i in engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=10)["items"]]
 
 
+def vectors_of(engram: Engram, ids: list[str]) -> int:
+    with engram.store.datastore.get_connection() as conn:
+        return conn.execute("SELECT count(*) AS n FROM engram_vectors WHERE memory_id = ANY(%s::uuid[])",
+                            (ids,)).fetchone()["n"]
+
+
 def test_restore_fence(settings, database, tmp_path: Path) -> None:
     settings = settings.replace(data_dir=tmp_path / "data")
     a = Engram.open(settings, database=database, background=False)
@@ -62,6 +68,8 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
     assert a.insights is not None and a.insights.propose_due() == 1
     [insight] = a.insights.list_insights(ALICE)["items"]
     a.insights.confirm(ALICE, insight["id"])
+    assert a.embedding is not None and a.embedding.work() == 5  # every answering memory has its vector
+    assert vectors_of(a, [gone["id"], learned["id"]]) == 2
 
     dump = tmp_path / "backup.dump"
     backup(database, dump)
@@ -85,6 +93,7 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
             assert conn.execute("SELECT count(*) AS n FROM engram_data_keys WHERE key_id = %s",
                                 (gone["id"],)).fetchone()["n"] == 1  # the restore brought the key row back
 
+        assert vectors_of(b, [gone["id"], learned["id"]]) == 2  # back with the backup, sealed under dead keys
         counts = b.operations.restore_fence()
         # three forgets, one receipt clearing, one insight invalidated
         assert counts["tombstones"] == 5 and counts["events_appended"] == 5
@@ -100,6 +109,11 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
         assert (fenced["status"], fenced["text"]) == ("invalidated", None)
         for name in b.projections:
             b.operations.rebuild(name)
+        assert vectors_of(b, [gone["id"], learned["id"]]) == 0  # the fence's forgets took them
+        assert vectors_of(b, [kept["id"]]) == 1
+        # by meaning too: a question in other words (and another language) finds none of them
+        assert "Godrevy" not in str(recall(b, "the tall tower by the sea with a lamp"))
+        assert "Godrevy" not in str(recall(b, "我喜欢的海边灯塔"))
         assert recall(b, "Godrevy") == [] and not [i for i in b.recall.recall(
             ALICE, query="coast path", as_of=None, max_bytes=17500, limit=10)["items"] if i["kind"] == "insight"]
         assert recall(b, "walking") == ["I like walking to work"] and kept

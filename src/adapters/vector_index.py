@@ -1,0 +1,220 @@
+"""Recall by meaning (ADR 0040): a person's vectors, unsealed into this process's memory when a recall
+first needs them, and the query's nearest among those the caller's filters let through.
+
+What is held is bounded (`most` vectors in all, the people least recently asked about go first) and
+never stale: each search reads the person's generation first, one indexed row, and a generation other
+than the one held means the vectors changed (one embedded, one forgotten, an answer's valid time moved),
+so they are read again. A forget therefore stops every process ranking with its vector at their next
+recall. Every memory found here is still re-read and re-authorized by the recall service, as any hint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from engram.domain.hints import SemanticIndexUnavailable
+
+from .background import Background
+from .embedders import Embedder, EmbedderUnavailable, QueryEmbeddings
+from .vectors import VectorStore, unseal_vector
+
+log = logging.getLogger("engram.embeddings")
+
+
+@dataclass
+class Nearness:
+    """A search's answer: the nearest memories, best first, with their similarity to the question (the
+    cosine as a z-score against the background of the memory's script, `Background`), and the similarity
+    of any answering revision of the person's that has a vector (None: not embedded yet; recall then
+    judges it by its words)."""
+
+    best: list[tuple[str, float]]
+    scores: Any = None
+    where: dict[tuple[str, int], int] | None = None
+
+    def similarity(self, memory_id: str, revision: int) -> float | None:
+        i = self.where.get((memory_id, revision)) if self.where is not None else None
+        return None if i is None else float(self.scores[i])
+
+
+@dataclass
+class _Held:
+    generation: int
+    ids: list[str]
+    revisions: list[int]
+    matrix: np.ndarray  # (n, dim) float32, unit rows
+    script: np.ndarray  # int8: each text's script (vectors.LATIN, CJK)
+    general: np.ndarray  # bool
+    team: list[str | None]
+    source: list[str | None]
+    start: list[datetime | None]
+    end: list[datetime | None]
+    where: dict[tuple[str, int], int]
+
+
+class VectorIndex:
+    """Nearest vectors of one person's answering revisions, by cosine (the vectors are unit length)."""
+
+    def __init__(self, store: VectorStore, keys: Any, *, most: int = 200_000) -> None:
+        self.store = store
+        self.keys = keys
+        self.most = most
+        self._held: OrderedDict[tuple[str, str, str], _Held] = OrderedDict()
+        self._count = 0
+        self._lock = threading.Lock()
+        self._loading: dict[tuple[str, str, str], threading.Lock] = {}
+
+    def held(self) -> int:
+        """How many vectors this process holds (/metrics)."""
+        return self._count
+
+    def _person(self, company: str, person: str, model: str) -> _Held:
+        key = (company, person, model)
+        generation = self.store.generation(company, person)  # first: a change after it is seen next time
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and held.generation == generation:
+                self._held.move_to_end(key)
+                return held
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:  # one load a person at a time; the others wait for it and take its result
+            with self._lock:
+                held = self._held.get(key)
+                if held is not None and held.generation >= generation:
+                    return held
+            with self._lock:
+                previous = self._held.get(key)
+            held = self._load(company, person, model, generation, previous)
+            with self._lock:
+                old = self._held.pop(key, None)
+                self._count -= len(old.ids) if old else 0
+                if len(held.ids) <= self.most:
+                    self._held[key] = held
+                    self._count += len(held.ids)
+                    while self._count > self.most and len(self._held) > 1:
+                        _, dropped = self._held.popitem(last=False)
+                        self._count -= len(dropped.ids)
+                self._loading.pop(key, None)
+            return held
+
+    def _load(self, company: str, person: str, model: str, generation: int, previous: _Held | None) -> _Held:
+        """The person's vectors as they are now: those held already (a vector of a revision never
+        changes) are kept, and only the others are read and unsealed."""
+        rows = self.store.person(company, person, model)
+        had: dict[tuple[str, int], tuple[np.ndarray, int]] = {}
+        if previous is not None:
+            had = {(m, r): (previous.matrix[i], int(previous.script[i]))
+                   for i, (m, r) in enumerate(zip(previous.ids, previous.revisions, strict=True))}
+        missing = [(r["memory_id"], r["revision"]) for r in rows if (str(r["memory_id"]), r["revision"]) not in had]
+        sealed = {(r["memory_id"], r["revision"]): r for r in self.store.sealed(missing, model)} if missing else {}
+        ids: list[str] = []
+        revisions: list[int] = []
+        vectors: list[np.ndarray] = []
+        scripts: list[int] = []
+        general, team, source, start, end = [], [], [], [], []
+        for r in rows:
+            m, revision = r["memory_id"], r["revision"]
+            kept = had.get((str(m), revision))
+            if kept is None:
+                found = sealed.get((m, revision))
+                key = self.keys.unwrap_row(m, found["wrapped"]) if found else None
+                if found is None or key is None:  # forgotten since the first read
+                    continue
+                kept = unseal_vector(key, m, revision, model, found["sealed_vector"])
+            vectors.append(kept[0])
+            scripts.append(kept[1])
+            ids.append(str(m))
+            revisions.append(revision)
+            general.append(r["visibility"] == "general")
+            team.append(r["team"])
+            source.append(r["source_blind"])
+            start.append(r["answer_from"])
+            end.append(r["answer_to"])
+        matrix = np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
+        where = {(m, r): i for i, (m, r) in enumerate(zip(ids, revisions, strict=True))}
+        return _Held(generation, ids, revisions, matrix, np.asarray(scripts, dtype=np.int8),
+                     np.asarray(general, dtype=bool), team, source, start, end, where)
+
+    def search(self, company: str, person: str, model: str, query: np.ndarray, calibration: np.ndarray, *,
+               as_of: datetime, teams: list[str], sources: list[str], revoked: list[str], depth: int) -> Nearness:
+        """At most `depth` (memory id, similarity), best first, of the answers valid at `as_of` that the
+        caller's filters (the recall query's own: general, or a granted team's granted source; no revoked
+        source) let through. A memory with several answering revisions counts once, by its best."""
+        held = self._person(company, person, model)
+        if not held.ids or held.matrix.shape[1] != query.shape[0]:
+            return Nearness([])
+        cosines = held.matrix @ query.astype(np.float32)
+        scores = (cosines - calibration[held.script, 0]) / calibration[held.script, 1]
+        teams_, sources_, revoked_ = set(teams), set(sources), set(revoked)
+        out: list[tuple[str, float]] = []
+        seen: set[str] = set()
+        for i in np.argsort(-scores, kind="stable"):
+            if len(out) >= depth:
+                break
+            memory_id = held.ids[i]
+            if memory_id in seen:
+                continue
+            if not held.general[i] and not (held.team[i] in teams_ and held.source[i] in sources_):
+                continue
+            if (held.source[i] or "") in revoked_:
+                continue
+            if (held.start[i] is not None and held.start[i] > as_of) or (held.end[i] is not None and held.end[i] <= as_of):
+                continue
+            seen.add(memory_id)
+            out.append((memory_id, float(scores[i])))
+        return Nearness(out, scores, held.where)
+
+
+class Meaning:
+    """Recall's semantic leg: the query embedded within its deadline, then its nearest vectors among the
+    person's. Raises `SemanticIndexUnavailable` when the model did not answer in time."""
+
+    def __init__(self, embedder: Embedder, index: VectorIndex, deadline_ms: float) -> None:
+        self.embedder = embedder
+        self.index = index
+        self.queries = QueryEmbeddings(embedder, deadline_ms)
+        self.background = Background()
+
+    def warm(self) -> None:
+        """The model loaded and its background in hand; a model that does not answer now is warmed later
+        (the embedding worker asks again), and recall ranks by words meanwhile."""
+        try:
+            self.embedder.warm()
+            self.background.load(self.embedder)
+        except EmbedderUnavailable as e:
+            log.warning("embedding model not ready (%s); recall ranks by words until it is", e)
+
+    def nearest(self, company: str, person: str, query: str, *, as_of: datetime, teams: list[str],
+                sources: list[str], revoked: list[str], depth: int) -> Nearness:
+        try:
+            vector = self.queries.vector(query)
+        except EmbedderUnavailable as e:
+            raise SemanticIndexUnavailable(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - a model failing on one query degrades that recall, no more
+            raise SemanticIndexUnavailable(type(e).__name__) from None
+        calibration = self.background.calibration(self.embedder.model, vector)
+        if calibration is None:
+            raise SemanticIndexUnavailable("the model's background is not embedded yet")
+        return self.index.search(company, person, self.embedder.model, vector, calibration, as_of=as_of, teams=teams,
+                                 sources=sources, revoked=revoked, depth=depth)
+
+    def close(self) -> None:
+        self.queries.close()
+
+    def similarities(self, company: str, person: str, query: str) -> tuple[list[str], np.ndarray]:
+        """Every vector of the person's with its similarity to `query`, unfiltered (bench/fusion.py's dumps)."""
+        vector = self.embedder.query(query)
+        calibration = self.background.calibration(self.embedder.model, vector)
+        assert calibration is not None
+        held = self.index._person(company, person, self.embedder.model)
+        if not held.ids:
+            return [], np.zeros(0, dtype=np.float32)
+        cosines = held.matrix @ vector
+        return held.ids, (cosines - calibration[held.script, 0]) / calibration[held.script, 1]
