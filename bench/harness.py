@@ -235,3 +235,32 @@ class EmbeddedServe:
         """`engram ARGS` on this service's data and configuration."""
         return subprocess.run([str(Path(sys.executable).parent / "engram"), *args], env=self.env,
                               capture_output=True, text=True, timeout=300)
+
+
+def dump_fusion_components(engram: Any, asked: list[tuple[Any, dict[str, Any]]], path: Path) -> None:
+    """What recall's fusion combines (ADR 0040), per question: the words' BM25 rows and the similarity of
+    every memory of its person, pickled for bench/fusion.py to search the fusion's constants offline.
+    `asked`: (caller, question) pairs; each question has its `id`, `query`, `as_of` and `answer_ids`."""
+    import pickle
+
+    recall, meaning = engram.recall, engram.recall.meaning
+    held: dict[str, Any] = {}
+    original = recall._meant
+
+    def capture(access: Any, near: Any, hints: Any, found: Any, filters: Any, dated: bool = False) -> Any:
+        held["words"] = {str(r["memory_id"]): float(r["score"] or 0.0) for r in found}
+        held["dated"] = dated
+        return original(access, near, hints, found, filters, dated)
+
+    recall._meant = capture
+    out = {}
+    try:
+        for caller, q in asked:
+            held.clear()
+            recall.recall(caller, query=q["query"], as_of=q["as_of"], max_bytes=1 << 20, limit=10)
+            ids, scores = meaning.similarities(caller.company, caller.person, q["query"])
+            out[q["id"]] = {"q": q, "ids": ids, "scores": scores.tolist(), "words": held.get("words", {}),
+                            "dated": held.get("dated", False)}
+    finally:
+        recall._meant = original
+    path.write_bytes(pickle.dumps(out))

