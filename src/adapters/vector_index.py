@@ -23,7 +23,7 @@ from engram.domain.hints import SemanticIndexUnavailable
 
 from .background import Background
 from .embedders import Embedder, EmbedderUnavailable, QueryEmbeddings
-from .vectors import VectorStore, unseal_vector
+from .vectors import VectorStore, unseal_int8
 
 log = logging.getLogger("engram.embeddings")
 
@@ -49,7 +49,8 @@ class _Held:
     generation: int
     ids: list[str]
     revisions: list[int]
-    matrix: np.ndarray  # (n, dim) float32, unit rows
+    matrix: np.ndarray  # (n, dim) int8, as stored
+    inverse_norm: np.ndarray  # float32: 1 / each row's length, so a row's cosine is (row @ query) * this
     script: np.ndarray  # int8: each text's script (vectors.LATIN, CJK)
     general: np.ndarray  # bool
     team: list[str | None]
@@ -108,7 +109,7 @@ class VectorIndex:
         """The person's vectors as they are now: those held already (a vector of a revision never
         changes) are kept, and only the others are read and unsealed."""
         rows = self.store.person(company, person, model)
-        had: dict[tuple[str, int], tuple[np.ndarray, int]] = {}
+        had: dict[tuple[str, int], tuple[np.ndarray, int]] = {}  # int8 rows
         if previous is not None:
             had = {(m, r): (previous.matrix[i], int(previous.script[i]))
                    for i, (m, r) in enumerate(zip(previous.ids, previous.revisions, strict=True))}
@@ -118,7 +119,11 @@ class VectorIndex:
         revisions: list[int] = []
         vectors: list[np.ndarray] = []
         scripts: list[int] = []
-        general, team, source, start, end = [], [], [], [], []
+        general: list[bool] = []
+        team: list[str | None] = []
+        source: list[str | None] = []
+        start: list[datetime | None] = []
+        end: list[datetime | None] = []
         for r in rows:
             m, revision = r["memory_id"], r["revision"]
             kept = had.get((str(m), revision))
@@ -127,7 +132,7 @@ class VectorIndex:
                 key = self.keys.unwrap_row(m, found["wrapped"]) if found else None
                 if found is None or key is None:  # forgotten since the first read
                     continue
-                kept = unseal_vector(key, m, revision, model, found["sealed_vector"])
+                kept = unseal_int8(key, m, revision, model, found["sealed_vector"])
             vectors.append(kept[0])
             scripts.append(kept[1])
             ids.append(str(m))
@@ -137,9 +142,14 @@ class VectorIndex:
             source.append(r["source_blind"])
             start.append(r["answer_from"])
             end.append(r["answer_to"])
-        matrix = np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.float32)
+        matrix = np.vstack(vectors) if vectors else np.zeros((0, 1), dtype=np.int8)
+        norms = np.linalg.norm(matrix.astype(np.float32), axis=1) if vectors else np.zeros(0, dtype=np.float32)
+        inverse = (1.0 / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        interned: dict[Any, Any] = {}  # a team's or source's id once, however many vectors name it
+        team = [interned.setdefault(t, t) for t in team]
+        source = [interned.setdefault(b, b) for b in source]
         where = {(m, r): i for i, (m, r) in enumerate(zip(ids, revisions, strict=True))}
-        return _Held(generation, ids, revisions, matrix, np.asarray(scripts, dtype=np.int8),
+        return _Held(generation, ids, revisions, matrix, inverse, np.asarray(scripts, dtype=np.int8),
                      np.asarray(general, dtype=bool), team, source, start, end, where)
 
     def search(self, company: str, person: str, model: str, query: np.ndarray, calibration: np.ndarray, *,
@@ -150,7 +160,7 @@ class VectorIndex:
         held = self._person(company, person, model)
         if not held.ids or held.matrix.shape[1] != query.shape[0]:
             return Nearness([])
-        cosines = held.matrix @ query.astype(np.float32)
+        cosines = (held.matrix @ query.astype(np.float32)) * held.inverse_norm
         scores = (cosines - calibration[held.script, 0]) / calibration[held.script, 1]
         teams_, sources_, revoked_ = set(teams), set(sources), set(revoked)
         out: list[tuple[str, float]] = []
@@ -216,5 +226,5 @@ class Meaning:
         held = self.index._person(company, person, self.embedder.model)
         if not held.ids:
             return [], np.zeros(0, dtype=np.float32)
-        cosines = held.matrix @ vector
+        cosines = (held.matrix @ vector) * held.inverse_norm
         return held.ids, (cosines - calibration[held.script, 0]) / calibration[held.script, 1]

@@ -41,10 +41,18 @@ def pack(vector: Any, script: int = LATIN) -> bytes:
 
 
 def unpack(blob: bytes) -> tuple[np.ndarray, int]:
-    script, scale = _HEAD.unpack_from(blob)
-    v = np.frombuffer(blob, dtype=np.int8, offset=_HEAD.size).astype(np.float32) * scale
+    """The unit vector and its text's script."""
+    q, script = unpack_int8(blob)
+    v = q.astype(np.float32)
     norm = float(np.linalg.norm(v))
     return (v / norm if norm > 0 else v), script
+
+
+def unpack_int8(blob: bytes) -> tuple[np.ndarray, int]:
+    """The int8 components as stored (the scale drops out of a cosine) and the text's script: what a
+    process holds in memory, a quarter of the floats' size."""
+    script, _scale = _HEAD.unpack_from(blob)
+    return np.frombuffer(blob, dtype=np.int8, offset=_HEAD.size).copy(), script
 
 
 def _aad(memory_id: Any, revision: int, model: str) -> bytes:
@@ -57,6 +65,10 @@ def seal_vector(key: bytes, memory_id: Any, revision: int, model: str, vector: A
 
 def unseal_vector(key: bytes, memory_id: Any, revision: int, model: str, blob: bytes) -> tuple[np.ndarray, int]:
     return unpack(unseal(key, bytes(blob), _aad(memory_id, revision, model)))
+
+
+def unseal_int8(key: bytes, memory_id: Any, revision: int, model: str, blob: bytes) -> tuple[np.ndarray, int]:
+    return unpack_int8(unseal(key, bytes(blob), _aad(memory_id, revision, model)))
 
 
 class VectorStore:

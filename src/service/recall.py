@@ -147,7 +147,7 @@ class RecallService:
             found = self._answered(self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH),
                                                        **filters), filters, limit)
         if near is not None:
-            rows = self._meant(access, near, hints, found, filters, dated=bool(days))
+            rows = self._meant(access, near, hints, found, filters, limit, dated=bool(days))
         else:
             rows = self._fused(access, hints, found, filters) if hints else found
         if self.insights is not None and not tags:
@@ -182,14 +182,17 @@ class RecallService:
             return None, True
 
     def _meant(self, access: Access, near: Nearness, hints: SemanticHints, found: list[dict[str, Any]],
-               filters: dict[str, Any], dated: bool = False) -> list[dict[str, Any]]:
+               filters: dict[str, Any], limit: int, dated: bool = False) -> list[dict[str, Any]]:
         """Words, meaning and hints fused into one score (`Fusion`), best first, none under the floor.
-        Memories SQL did not find are read here with the same filters, and authorized."""
+        Memories SQL did not find are read here with the same filters, and authorized: only those whose
+        meaning alone reaches the floor (their words found nothing, so meaning is all they score by), and
+        of those the `limit` nearest, as no other could come into the answer."""
         fusion = self.fusion
         rows = {str(r["memory_id"]): r for r in found}
         words = {m: (lambda raw: raw / (raw + 1.0))(float(r["score"] or 0.0)) for m, r in rows.items()}
-        wanted = {m for m, _ in near.best} | hints.memory_ids()
-        missing = sorted(m for m in wanted if m not in rows)
+        meant = [m for m, similarity in near.best
+                 if m not in rows and fusion.meaning * fusion.scaled(similarity) >= fusion.floor][:limit]
+        missing = sorted({*meant, *(m for m in hints.memory_ids() if m not in rows)})
         for r in (self.queries.by_ids(ids=missing, **filters) if missing else []):
             r = opened(self.ledger.keys, r)
             if r["status"] == CONFIRMED and access.may_use(row_scope(r)):

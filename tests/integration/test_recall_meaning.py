@@ -127,10 +127,19 @@ def test_no_vector_rests_in_clear(engram, client, database, postgres) -> None:
     vectors = engram.recall.meaning.embedder.passages(MEMORIES)
     needles = []
     for v in vectors:  # what a vector in clear would look like: packed as stored, or as float32
-        needles.append(pack(v)[4:36])
+        needles.append(pack(v)[5:37])  # its int8 components as packed
         needles.append(np.asarray(v, dtype=np.float32).tobytes()[:32])
         needles.append(struct.pack("<4f", *v[:4]))
+    with engram.store.datastore.long_running(), engram.store.datastore.transaction(commit=True) as curs:
+        # control: a vector stored in clear is found by the same scans
+        curs.execute("CREATE TABLE scan_control_vectors (v bytea)")
+        control = pack(np.random.default_rng(7).normal(size=384))[5:37]  # not any memory's
+        curs.execute("INSERT INTO scan_control_vectors VALUES (%s)", (control,))
+        curs.execute("CHECKPOINT")
     dump = pg_dump(database, "--data-only", "--inserts")
+    assert control.hex().encode() in dump and files_containing(postgres.pgdata, [control])
+    with engram.store.datastore.transaction(commit=True) as curs:
+        curs.execute("DROP TABLE scan_control_vectors")
     assert b"engram_vectors" in dump
     assert [n for n in needles if n in dump or n.hex().encode() in dump] == []  # bytea is dumped as hex
     assert files_containing(postgres.pgdata, needles) == []  # table files and the write-ahead log
