@@ -247,10 +247,10 @@ def dump_fusion_components(engram: Any, asked: list[tuple[Any, dict[str, Any]]],
     held: dict[str, Any] = {}
     original = recall._meant
 
-    def capture(access: Any, near: Any, hints: Any, found: Any, filters: Any, dated: bool = False) -> Any:
+    def capture(access: Any, near: Any, hints: Any, found: Any, filters: Any, limit: int, dated: bool = False) -> Any:
         held["words"] = {str(r["memory_id"]): float(r["score"] or 0.0) for r in found}
         held["dated"] = dated
-        return original(access, near, hints, found, filters, dated)
+        return original(access, near, hints, found, filters, limit, dated)
 
     recall._meant = capture
     out = {}
