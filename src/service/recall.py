@@ -70,10 +70,10 @@ class Fusion:
     the tuning rounds of bench/meaning.py and bench/quality.py). Each leg gives a memory a value in
     [0, 1]: words BM25 as raw / (raw + 1), 0 when the words did not find it; meaning the similarity (the
     cosine as a z-score against unrelated text, `adapters.background`) scaled from `low` (0) to `high`
-    (1); Hindsight its hint against the request's best. The score is the best
-    leg's value, each leg weighted, plus `both` times the lesser of words and meaning; a memory not
-    embedded yet is judged by its words alone (as it is found at once by them). A memory with a vector
-    scoring under `floor` is left out: the answer to a question about something never said is empty."""
+    (1); Hindsight its hint against the request's best. The score is the best leg's value, each leg
+    weighted, plus `both` times the lesser of words and meaning; a memory not embedded yet is judged by
+    its words alone, at their full weight (it is found at once by them). A memory with a vector scoring
+    under `floor` is left out: the answer to a question about something never said is empty."""
 
     words: float = 0.5
     dated: float = 1.0  # words' weight when the question names a day: its day is a term, meaning cannot see it
@@ -89,8 +89,10 @@ class Fusion:
         return min(1.0, max(0.0, (similarity - self.low) / (self.high - self.low)))
 
     def score(self, words: float, meaning: float | None, hint: float | None, dated: bool = False) -> float:
-        best = max((self.dated if dated else self.words) * words, self.meaning * (meaning or 0.0),
-                   self.hindsight * (hint or 0.0))
+        # not embedded yet: judged by its words alone, at their full value, so a memory just written and
+        # found by its words is not put behind older ones that only resemble the question
+        weight = self.dated if dated or meaning is None else self.words
+        best = max(weight * words, self.meaning * (meaning or 0.0), self.hindsight * (hint or 0.0))
         return min(1.0, best + (self.both * min(words, meaning) if meaning is not None else 0.0))
 
 
@@ -139,6 +141,8 @@ class RecallService:
         hints, degraded = self._hints(access, query)
         near, unmeant = self._nearest(caller, query, filters)
         degraded = degraded or unmeant
+        if degraded:  # a recall counts once, however many of its legs were late
+            self.degraded.add()
         days = days_named(query, filters["as_of"].date())
         terms, weights = self.index.recall_terms(caller.company, query, days)
         if near is not None and not terms:  # no word of the question is in the index: no word ranks
@@ -164,7 +168,6 @@ class RecallService:
         try:
             return self.semantic.hints(access.semantic_scopes(), query), False
         except SemanticIndexUnavailable:
-            self.degraded.add()
             return SemanticHints(), True
 
     def _nearest(self, caller: Caller, query: str,
@@ -178,7 +181,6 @@ class RecallService:
                                         teams=filters["teams"], sources=filters["sources"],
                                         revoked=filters["revoked"], depth=self.fusion.depth), False
         except SemanticIndexUnavailable:
-            self.degraded.add()
             return None, True
 
     def _meant(self, access: Access, near: Nearness, hints: SemanticHints, found: list[dict[str, Any]],

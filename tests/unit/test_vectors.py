@@ -86,7 +86,8 @@ def test_the_fusion_keeps_scores_in_range_and_floors_what_is_unrelated() -> None
             for hint in (None, 0.0, 1.0):
                 assert 0.0 <= fusion.score(words, meaning, hint) <= 1.0
     assert fusion.score(0.0, 0.0, None) < fusion.floor  # found by neither: never returned
-    assert fusion.score(0.6, None, None) == fusion.score(0.6, 0.0, None)  # not embedded yet: words alone
+    assert fusion.score(0.6, None, None) == 0.6  # not embedded yet: its words alone, at their full value
+    assert fusion.score(0.6, 0.0, None) < 0.6  # embedded, and meaning says it is unrelated
     assert fusion.score(0.5, 0.5, None) > fusion.score(0.5, 0.0, None)  # found both ways ranks higher
 
 
