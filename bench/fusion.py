@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from engram.service.recall import Fusion
+from engram.service.recall import Fusion, bm25_unit
 
 
 def ranked(fusion: Fusion, q: dict[str, Any]) -> list[str]:
@@ -30,7 +30,7 @@ def ranked(fusion: Fusion, q: dict[str, Any]) -> list[str]:
     similar = dict(zip(q["ids"], q["scores"], strict=True))
     near = sorted(similar, key=lambda m: -similar[m])[:fusion.depth]
     pool = set(q["words"]) | set(near)
-    scored = {m: fusion.score(q["words"][m] / (q["words"][m] + 1.0) if m in q["words"] else 0.0,
+    scored = {m: fusion.score(bm25_unit(q["words"][m]) if m in q["words"] else 0.0,
                               fusion.scaled(similar[m]) if m in similar else None, None, q.get("dated", False))
               for m in pool}
     return sorted((m for m in scored if scored[m] >= fusion.floor), key=lambda m: -scored[m])[:10]

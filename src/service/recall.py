@@ -38,9 +38,14 @@ def _iso(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
+def bm25_unit(raw: float) -> float:
+    """A BM25 score mapped into [0, 1) the one way every recall answer shows it."""
+    return raw / (raw + 1.0)
+
+
 def _score(row: dict[str, Any]) -> float:
     raw = float(row.get("score") or 0.0)
-    return raw if row.get("fused") or row.get("kind") == "insight" else raw / (raw + 1.0)
+    return raw if row.get("fused") or row.get("kind") == "insight" else bm25_unit(raw)
 
 
 def _merged(rows: list[dict[str, Any]], insights: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -191,7 +196,7 @@ class RecallService:
         of those the `limit` nearest, as no other could come into the answer."""
         fusion = self.fusion
         rows = {str(r["memory_id"]): r for r in found}
-        words = {m: (lambda raw: raw / (raw + 1.0))(float(r["score"] or 0.0)) for m, r in rows.items()}
+        words = {m: bm25_unit(float(r["score"] or 0.0)) for m, r in rows.items()}
         meant = [m for m, similarity in near.best
                  if m not in rows and fusion.meaning * fusion.scaled(similarity) >= fusion.floor][:limit]
         missing = sorted({*meant, *(m for m in hints.memory_ids() if m not in rows)})
@@ -292,7 +297,7 @@ class RecallService:
                 # the stretch this revision answers for: a later correction that superseded it ends it
                 "valid_from": _iso(row["valid_from"]), "valid_to": _iso(row["answer_to"]),
                 "time_uncertain": row["time_uncertain"], "evidence": evidence,
-                "score": raw if row.get("fused") else round(raw / (raw + 1.0), 4),
+                "score": raw if row.get("fused") else round(bm25_unit(raw), 4),
             }
             if truncated:
                 item["truncated"] = True
