@@ -71,6 +71,18 @@ class Background:
             out[script] = (float(cos.mean()), max(float(cos.std()), 1e-3))
         return out
 
+    def calibrations(self, model: str, rows: np.ndarray) -> np.ndarray | None:
+        """(n, 2, 2): `calibration` of each of these unit rows at once."""
+        vectors = self._vectors.get(model)
+        if vectors is None:
+            return None
+        out = np.zeros((len(rows), 2, 2), dtype=np.float32)
+        for script, matrix in vectors.items():
+            cos = rows @ matrix.T
+            out[:, script, 0] = cos.mean(axis=1)
+            out[:, script, 1] = np.maximum(cos.std(axis=1), 1e-3)
+        return out
+
 
 def main() -> None:
     from pathlib import Path

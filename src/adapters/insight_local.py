@@ -2,11 +2,16 @@
 
 Deterministic and offline. A memory counts when it reads as a preference or an instruction (a
 marker word such as "should", "always", "first", "prefer", or 要, 应该, 优先, 希望, 请). Two such
-memories say the same thing when they share at least two content terms, those cover at least three
-quarters of the shorter one's terms, and both or neither are negated. English terms are lower-cased
-words without stop words and a plural "s"; Chinese ones are character pairs, without filler such as
-记住. Memories that say the same thing, directly or through others, form one insight:
-"Said N times: <the shortest wording>".
+memories say the same thing when they share at least two content terms, one's terms are all among
+the other's (one that swaps a term for another says something else: "list blockers first" is not
+"list wins first" again, nor "under 100 words" "under 300 words"), and both or neither are
+negated. English terms are lower-cased words without stop words and a plural "s", and numbers;
+Chinese ones are character pairs, without filler such as 记住. Memories that say the same
+thing, directly or through others, form one insight: "Said N times: <the shortest wording>".
+
+Meaning does not join them (ADR 0040, bench/insights.py): the packaged model finds a different
+preference on the same topic ("reply in English" and 请用中文回复我) more alike than the same one
+said in other words, so its similarity would propose more wrong insights than right ones.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from engram.domain.insight import Fact, Group, Proposal
 
 NAME = "local"
 
-_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_WORD = re.compile(r"[^\W\d_]+|\d+(?:[.,]\d+)*", re.UNICODE)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _EN_MARKERS = frozenset({
     "should", "must", "always", "never", "first", "prefer", "prefers", "preferred", "please", "want", "wants",
@@ -38,8 +43,9 @@ _ZH_STOP = frozenset("的了是在和也都就要请说把给")
 _ZH_FILLER = re.compile("请记住|记住|从现在起|从今以后|以后|今后|另外|还有|对了")
 _NEGATIONS = frozenset({"never", "not", "no", "don't", "dont", "doesn't", "without"})
 _ZH_NEGATIONS = ("不要", "别", "不", "没", "勿")
+# words with those characters that negate nothing: 别人 is "other people", 不错 "good"
+_ZH_NOT_NEGATIONS = re.compile("别人|别的|别处|特别|区别|分别|告别|差别|级别|类别|性别|识别|不错|不过|不仅|不断|不久|差不多")
 MIN_SHARED = 2
-MIN_COVER = 0.75
 
 
 def _normal(text: str) -> str:
@@ -51,7 +57,7 @@ def terms(text: str) -> frozenset[str]:
     text = _normal(text)
     found: set[str] = set()
     for word in _WORD.findall(_CJK.sub(" ", text)):
-        if word in _STOP or len(word) < 2:
+        if word in _STOP or (len(word) < 2 and not word.isdigit()):
             continue
         found.add(word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word)
     for run in _CJK.findall(_ZH_FILLER.sub(" ", text)):
@@ -70,12 +76,14 @@ def is_preference(text: str) -> bool:
 def is_negated(text: str) -> bool:
     """"Never put risks first" is not "put risks first" again."""
     text = _normal(text)
-    return any(n in text for n in _ZH_NEGATIONS) or any(w in _NEGATIONS for w in re.findall(r"[a-z']+", text))
+    zh = _ZH_NOT_NEGATIONS.sub(" ", text)
+    return any(n in zh for n in _ZH_NEGATIONS) or any(w in _NEGATIONS for w in re.findall(r"[a-z']+", text))
 
 
 def same_thing(a: frozenset[str], b: frozenset[str]) -> bool:
-    shared = len(a & b)
-    return shared >= MIN_SHARED and shared >= MIN_COVER * min(len(a), len(b))
+    # one adding words to the other says it again; each with a term of its own is the same frame around
+    # another value: another preference
+    return len(a & b) >= MIN_SHARED and (a <= b or b <= a)
 
 
 def wording(facts: list[Fact]) -> str:

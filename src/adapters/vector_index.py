@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from engram.domain.hints import SemanticIndexUnavailable
+from engram.domain.insight import Group
 
 from .background import Background
 from .embedders import Embedder, EmbedderUnavailable, QueryEmbeddings
@@ -231,6 +232,29 @@ class Meaning:
 
     def close(self) -> None:
         self.queries.close()
+
+    def resemblance(self, group: Group) -> np.ndarray | None:
+        """(n, n): how alike in meaning the facts of this group are, pair by pair (what the local insight
+        proposer would join by, bench/insights.py; ADR 0040 says why it does not): the cosine of their
+        vectors as a z-score against the background, each way, and the lower of the two. NaN where either
+        has no vector yet; None when the model's background is not loaded."""
+        held = self.index._person(group.scope.company, group.scope.person, self.embedder.model)
+        where = [held.where.get((f.memory_id, f.revision)) for f in group.facts]
+        n = len(where)
+        out = np.full((n, n), np.nan, dtype=np.float32)
+        present = [i for i, w in enumerate(where) if w is not None]
+        if len(present) < 2:
+            return out
+        rows = np.asarray([w for w in where if w is not None], dtype=np.intp)
+        unit = held.matrix[rows].astype(np.float32) * held.inverse_norm[rows, None]
+        calibration = self.background.calibrations(self.embedder.model, unit)
+        if calibration is None:
+            return None
+        scripts = held.script[rows].astype(np.intp)
+        # z[i, j]: j's cosine with i, against i's background of j's script
+        z = (unit @ unit.T - calibration[:, scripts, 0]) / calibration[:, scripts, 1]
+        out[np.ix_(present, present)] = np.minimum(z, z.T)
+        return out
 
     def similarities(self, company: str, person: str, query: str) -> tuple[list[str], np.ndarray]:
         """Every vector of the person's with its similarity to `query`, unfiltered (bench/fusion.py's dumps)."""

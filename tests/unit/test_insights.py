@@ -85,6 +85,30 @@ def test_the_local_proposer_finds_repeated_instructions_in_english_and_chinese()
     assert is_negated("Never put risks first") and is_negated("不要风险优先") and not is_negated("风险优先")
 
 
+def test_the_same_frame_around_another_value_is_another_preference() -> None:
+    """Swapped values (another item, another number, another brand) say something else; a wording that
+    only adds words to the other says it again."""
+    group = Group(SCOPE, facts(
+        "In status emails, list blockers first.",
+        "In status emails, list wins first.",
+        "Keep your replies to me under 100 words.",
+        "Keep your replies to me under 300 words.",
+        "给我推荐手机的时候优先考虑华为。",
+        "给我推荐手机的时候优先考虑苹果。",
+        "Please keep your replies to me under 300 words, always.",
+    ))
+    found = {p.memory_ids for p in LocalProposer().propose(group)}
+    assert found == {("m-3", "m-6")}
+
+
+def test_a_character_of_negation_inside_another_word_negates_nothing() -> None:
+    # 别人 is "other people": the first two are a preference and its negation, not two negations
+    assert not is_negated("我喜欢别人叫我英文名。") and is_negated("我不喜欢别人叫我英文名。")
+    assert not is_negated("这家店的咖啡不错，以后要常来") and is_negated("别再给我推荐这家店了")
+    group = Group(SCOPE, facts("我喜欢别人叫我英文名。", "我不喜欢别人叫我英文名。"))
+    assert LocalProposer().propose(group) == []
+
+
 WORDS = st.sampled_from(["risks", "first", "reports", "short", "bullet", "always", "never", "please", "tea",
                          "风险", "优先", "周报", "要", "简短", "不要", "the", "in", "记住"])
 TEXTS = st.lists(st.lists(WORDS, min_size=1, max_size=6).map(" ".join), min_size=0, max_size=12)
