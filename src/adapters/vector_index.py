@@ -216,10 +216,14 @@ class Meaning:
         except EmbedderUnavailable as e:
             log.warning("embedding model not ready (%s); recall ranks by words until it is", e)
 
+    def start(self, query: str) -> Any:
+        """The question's embedding begun, for `nearest(started=...)`: the recall reads its words meanwhile."""
+        return self.queries.start(query)
+
     def nearest(self, company: str, person: str, query: str, *, as_of: datetime, teams: list[str],
-                sources: list[str], revoked: list[str], depth: int) -> Nearness:
+                sources: list[str], revoked: list[str], depth: int, started: Any = None) -> Nearness:
         try:
-            vector = self.queries.vector(query)
+            vector = self.queries.wait(started if started is not None else self.queries.start(query))
         except EmbedderUnavailable as e:
             raise SemanticIndexUnavailable(str(e)) from None
         except Exception as e:  # noqa: BLE001 - a model failing on one query degrades that recall, no more

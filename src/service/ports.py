@@ -97,8 +97,11 @@ class MeaningIndex(Protocol):
     filters; raises `SemanticIndexUnavailable` when the model did not answer within its deadline. Every
     memory it names is re-read and re-authorized by recall."""
 
+    def start(self, query: str) -> Any:
+        """Begin embedding the question (`nearest(started=...)` waits for it, within the deadline)."""
+
     def nearest(self, company: str, person: str, query: str, *, as_of: Any, teams: list[str],
-                sources: list[str], revoked: list[str], depth: int) -> Nearness: ...
+                sources: list[str], revoked: list[str], depth: int, started: Any = None) -> Nearness: ...
 
 
 class MemoryQueries(Protocol):

@@ -143,18 +143,25 @@ class RecallService:
                    "sources": self.index.sources(caller.company, grants.sources),
                    "revoked": self.index.sources(caller.company, grants.revoked_sources),
                    "tags": self.index.tags(caller.company, tags)}
+        # the question's embedding runs on the model's threads while Hindsight and the words are asked
+        started = self.meaning.start(query) if self.meaning is not None and query.strip() else None
         hints, degraded = self._hints(access, query)
-        near, unmeant = self._nearest(caller, query, filters)
+        days = days_named(query, filters["as_of"].date())
+        terms, weights = self.index.recall_terms(caller.company, query, days)
+        searched = None
+        if started is None or terms:
+            searched = self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH), **filters)
+        near, unmeant = self._nearest(caller, query, filters, started)
         degraded = degraded or unmeant
         if degraded:  # a recall counts once, however many of its legs were late
             self.degraded.add()
-        days = days_named(query, filters["as_of"].date())
-        terms, weights = self.index.recall_terms(caller.company, query, days)
         if near is not None and not terms:  # no word of the question is in the index: no word ranks
             found: list[dict[str, Any]] = []
         else:
-            found = self._answered(self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH),
-                                                       **filters), filters, limit)
+            if searched is None:  # the model was down, and the question has no word in the index
+                searched = self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH),
+                                               **filters)
+            found = self._answered(searched, filters, limit)
         if near is not None:
             rows = self._meant(access, near, hints, found, filters, limit, dated=bool(days))
         else:
@@ -175,16 +182,16 @@ class RecallService:
         except SemanticIndexUnavailable:
             return SemanticHints(), True
 
-    def _nearest(self, caller: Caller, query: str,
-                 filters: dict[str, Any]) -> tuple[Nearness | None, bool]:
+    def _nearest(self, caller: Caller, query: str, filters: dict[str, Any],
+                 started: Any) -> tuple[Nearness | None, bool]:
         """The memories nearest the question's meaning (None: no meaning index, or no question), and
         whether recall is degraded (the model did not answer within its deadline)."""
-        if self.meaning is None or not query.strip():
+        if self.meaning is None or started is None:
             return None, False
         try:
             return self.meaning.nearest(caller.company, caller.person, query, as_of=filters["as_of"],
                                         teams=filters["teams"], sources=filters["sources"],
-                                        revoked=filters["revoked"], depth=self.fusion.depth), False
+                                        revoked=filters["revoked"], depth=self.fusion.depth, started=started), False
         except SemanticIndexUnavailable:
             return None, True
 
