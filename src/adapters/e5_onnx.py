@@ -17,6 +17,7 @@ from __future__ import annotations
 import mmap
 import struct
 import threading
+from array import array
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -59,13 +60,16 @@ class Weights:
         o += 4 * pieces
         blob = bytes(b[o:o + blob_length])
         o += blob_length
-        self.pieces: dict[str, tuple[int, float]] = {}
+        # piece -> id, and each id's score apart: a quarter of a million (id, score) pairs would take
+        # another 25 MB of the process
+        self.pieces: dict[str, int] = {}
+        self.scores = array("d", scores.astype(np.float64).tobytes())
         self.max_piece_bytes = 1
         for i in range(pieces):
             raw = blob[offsets[i]:offsets[i + 1]]
             self.max_piece_bytes = max(self.max_piece_bytes, len(raw))
             if raw and i != self.unk:
-                self.pieces.setdefault(raw.decode("utf-8", "surrogateescape"), (i, float(scores[i])))
+                self.pieces.setdefault(raw.decode("utf-8", "surrogateescape"), i)
         self.unk_score = float(scores.min()) - 10.0
         count, size = struct.unpack_from("<iI", b, o)
         o += 8
@@ -114,6 +118,7 @@ class Tokenizer:
 
     def __init__(self, weights: Weights) -> None:
         self.pieces = weights.pieces
+        self.scores = weights.scores
         self.normal = weights.normal
         self.unk = weights.unk
         self.unk_score = weights.unk_score
@@ -132,7 +137,7 @@ class Tokenizer:
         best = [-1e30] * (n + 1)
         back: list[tuple[int, int]] = [(0, 0)] * (n + 1)
         best[0] = 0.0
-        pieces, most = self.pieces, self.most
+        pieces, scores, most = self.pieces, self.scores, self.most
         for i in range(n):
             here = best[i]
             if here <= -1e29:
@@ -144,9 +149,9 @@ class Tokenizer:
                     break
                 found = pieces.get(chars[i:e])
                 if found is not None:
-                    score = here + found[1]
+                    score = here + scores[found]
                     if score > best[e]:
-                        best[e], back[e] = score, (found[0], i)
+                        best[e], back[e] = score, (found, i)
             score = here + self.unk_score
             if score > best[i + 1]:
                 best[i + 1], back[i + 1] = score, (self.unk, i)

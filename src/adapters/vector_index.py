@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
@@ -86,10 +87,26 @@ class VectorIndex:
         self._count = 0
         self._lock = threading.Lock()
         self._loading: dict[tuple[str, str, str], threading.Lock] = {}
+        self._unfinished: OrderedDict[tuple[str, str, str, str], tuple[int, bool]] = OrderedDict()
 
     def held(self) -> int:
         """How many vectors this process holds (/metrics)."""
         return self._count
+
+    def unfinished(self, company: str, person: str, previous: str, model: str) -> bool:
+        """`VectorStore.unfinished`, asked again only when the person's generation has moved."""
+        generation = self.store.generation(company, person)
+        key = (company, person, previous, model)
+        with self._lock:
+            known = self._unfinished.get(key)
+        if known is not None and known[0] == generation:
+            return known[1]
+        answer = self.store.unfinished(company, person, previous, model)
+        with self._lock:
+            self._unfinished[key] = (generation, answer)
+            while len(self._unfinished) > 10_000:
+                self._unfinished.popitem(last=False)
+        return answer
 
     def _person(self, company: str, person: str, model: str) -> _Held:
         key = (company, person, model)
@@ -199,43 +216,85 @@ class VectorIndex:
 
 class Meaning:
     """Recall's semantic leg: the query embedded within its deadline, then its nearest vectors among the
-    person's. Raises `SemanticIndexUnavailable` when the model did not answer in time."""
+    person's. Raises `SemanticIndexUnavailable` when the model did not answer in time.
 
-    def __init__(self, embedder: Embedder, index: VectorIndex, deadline_ms: float) -> None:
+    `previous`: the model whose vectors are stored from before a change of model (the packaged one, when
+    the operator moves to their own). While a person's memories are re-embedded by the new model, their
+    recalls rank with the previous model's vectors and a question embedded by it; once all of them have a
+    vector of the new model, with the new one. One ranking never mixes the two spaces; a memory with no
+    vector of the model ranking it is judged by its words."""
+
+    def __init__(self, embedder: Embedder, index: VectorIndex, deadline_ms: float,
+                 previous: Embedder | None = None) -> None:
         self.embedder = embedder
         self.index = index
         self.queries = QueryEmbeddings(embedder, deadline_ms)
         self.background = Background()
+        self.previous = previous
+        self._previous_queries = QueryEmbeddings(previous, deadline_ms) if previous is not None else None
+        self._previous_held = False  # some vector of the previous model is stored: checked at warm, then now and then
+        self._previous_checked = time.monotonic()
 
     def warm(self) -> None:
         """The model loaded and its background in hand; a model that does not answer now is warmed later
-        (the embedding worker asks again), and recall ranks by words meanwhile."""
+        (the embedding worker asks again), and recall ranks by words meanwhile. The previous model is
+        loaded only where its vectors are still stored."""
         try:
             self.embedder.warm()
             self.background.load(self.embedder)
         except EmbedderUnavailable as e:
             log.warning("embedding model not ready (%s); recall ranks by words until it is", e)
+        previous = self.previous
+        if previous is not None and previous.model != self.embedder.model and self.index.store.holds(previous.model):
+            try:
+                previous.warm()
+                self.background.load(previous)
+                self._previous_held = True
+                log.info("recall ranks with %s for the people not yet re-embedded by %s", previous.model,
+                         self.embedder.model)
+            except EmbedderUnavailable as e:
+                log.warning("previous embedding model not ready (%s); its vectors do not serve", e)
 
     def start(self, query: str) -> Any:
         """The question's embedding begun, for `nearest(started=...)`: the recall reads its words meanwhile."""
         return self.queries.start(query)
 
+    def _ranking_model(self, company: str, person: str) -> tuple[Embedder, QueryEmbeddings] | None:
+        """The previous model and its question embedder, while this person's re-embedding is not done."""
+        previous = self.previous
+        if not self._previous_held or previous is None or self._previous_queries is None:
+            return None
+        if time.monotonic() - self._previous_checked > 300:  # once tidied away (all re-embedded): no more asking
+            self._previous_checked = time.monotonic()
+            self._previous_held = self.index.store.holds(previous.model)
+            if not self._previous_held:
+                return None
+        if self.index.unfinished(company, person, previous.model, self.embedder.model):
+            return previous, self._previous_queries
+        return None
+
     def nearest(self, company: str, person: str, query: str, *, as_of: datetime, teams: list[str],
                 sources: list[str], revoked: list[str], depth: int, started: Any = None) -> Nearness:
+        embedder, queries = self.embedder, self.queries
+        earlier = self._ranking_model(company, person)
+        if earlier is not None:
+            (embedder, queries), started = earlier, None
         try:
-            vector = self.queries.wait(started if started is not None else self.queries.start(query))
+            vector = queries.wait(started if started is not None else queries.start(query))
         except EmbedderUnavailable as e:
             raise SemanticIndexUnavailable(str(e)) from None
         except Exception as e:  # noqa: BLE001 - a model failing on one query degrades that recall, no more
             raise SemanticIndexUnavailable(type(e).__name__) from None
-        calibration = self.background.calibration(self.embedder.model, vector)
+        calibration = self.background.calibration(embedder.model, vector)
         if calibration is None:
             raise SemanticIndexUnavailable("the model's background is not embedded yet")
-        return self.index.search(company, person, self.embedder.model, vector, calibration, as_of=as_of, teams=teams,
+        return self.index.search(company, person, embedder.model, vector, calibration, as_of=as_of, teams=teams,
                                  sources=sources, revoked=revoked, depth=depth)
 
     def close(self) -> None:
         self.queries.close()
+        if self._previous_queries is not None:
+            self._previous_queries.close()
 
     def resemblance(self, group: Group) -> np.ndarray | None:
         """(n, n): how alike in meaning the facts of this group are, pair by pair (what the local insight

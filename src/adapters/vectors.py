@@ -187,6 +187,24 @@ class VectorStore:
                          "AND NOT EXISTS (SELECT 1 FROM engram_vector_backlog)", (model,))
             return gone + int(curs.rowcount or 0)
 
+    def holds(self, model: str) -> bool:
+        """Whether any vector of `model` is stored (a previous model's, while a new one re-embeds)."""
+        with self.datastore.get_connection() as conn:
+            return conn.execute("SELECT 1 FROM engram_vectors WHERE model = %s LIMIT 1", (model,)).fetchone() is not None
+
+    def unfinished(self, company: str, person: str, previous: str, model: str) -> bool:
+        """Whether one of this person's answering revisions has a vector of `previous` and none of `model`
+        yet: their re-embedding is not done, so their recalls rank with `previous` still."""
+        with self.datastore.get_connection() as conn:
+            row = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM engram_vectors o "
+                "  JOIN engram_recall_revisions r ON r.memory_id = o.memory_id AND r.revision = o.revision "
+                "    AND r.is_answer "
+                "  WHERE o.company = %s AND o.person = %s AND o.model = %s AND NOT EXISTS ("
+                "    SELECT 1 FROM engram_vectors n WHERE n.memory_id = o.memory_id AND n.revision = o.revision "
+                "      AND n.model = %s)) AS unfinished", (company, person, previous, model)).fetchone()
+        return bool(row and row["unfinished"])
+
     def backlog(self) -> int:
         with self.datastore.get_connection() as conn:
             row = conn.execute("SELECT count(*) AS n FROM engram_vector_backlog").fetchone()

@@ -254,8 +254,10 @@ class Engram:
         vectors = VectorStore(datastore)
         meaning = embedding = None
         if embedder is not None:
+            # the packaged model's vectors serve those not yet re-embedded by the operator's own (ADR 0040)
+            previous = LocalEmbedder() if not isinstance(embedder, LocalEmbedder) else None
             meaning = Meaning(embedder, VectorIndex(vectors, store.keys, most=settings.vector_cache),
-                              settings.embeddings_deadline_ms)
+                              settings.embeddings_deadline_ms, previous=previous)
             meaning.warm()
             embedding = EmbeddingWorker(vectors, store.keys, embedder, ledger.clock, warm=meaning.warm)
         recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes,

@@ -184,3 +184,79 @@ def test_the_model_down_keeps_the_backlog_and_one_bad_text_never_holds_up_the_ot
         stored = {str(r["memory_id"]) for r in conn.execute("SELECT memory_id FROM engram_vectors").fetchall()}
     assert stored == {ids[0], ids[2]}
     assert [i["id"] for i in recall(client, "Tesla")["items"]] == [ids[1]]  # still found by its words
+
+
+class OwnModel:
+    """The operator's own OpenAI-compatible `/embeddings` endpoint: here the packaged model behind HTTP,
+    every text embedded as a question (another vector space than the stored passages'), under its own name."""
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from engram.adapters.embedders import LocalEmbedder
+
+        model, self.asked = LocalEmbedder(), 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.asked += 1
+                data = [{"index": i, "embedding": model.query(t).tolist()} for i, t in enumerate(body["input"])]
+                answer = json.dumps({"data": data, "model": body["model"]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_a_new_model_re_embeds_while_the_old_vectors_keep_serving(engram, client, settings, database) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.api.http import create_app
+
+    from helpers import SECRET
+
+    ids = remember_all(client, engram)  # embedded by the packaged model
+    question = "In which town is my sibling living these days?"  # no word in common with the memory
+    own = OwnModel()
+    moved = Engram.open(settings.model_copy(update={"embeddings": "openai", "embeddings_url": own.url,
+                                                    "embeddings_model": "own-model"}),
+                        database=database, background=False)
+    try:
+        with TestClient(create_app(moved, SECRET)) as after, engram.store.datastore.get_connection() as conn:
+            def vectors(model: str) -> int:
+                return conn.execute("SELECT count(*) AS n FROM engram_vectors WHERE model = %s",
+                                    (model,)).fetchone()["n"]
+
+            assert moved.embedding.embedder.model == "own-model/384" and vectors("own-model/384") == 0
+            answer = recall(after, question)  # nothing of the new model yet: the packaged model's vectors rank
+            assert ids[0] in [i["id"] for i in answer["items"]][:3] and not answer["degraded"]
+            fresh = after.post("/v1/memories", json=remember_body("I keep bees on the roof"), headers=auth()).json()
+            assert [i["id"] for i in recall(after, "bees")["items"]][:1] == [fresh["id"]]  # by its words meanwhile
+
+            assert moved.embedding.work() == len(MEMORIES) + 1  # every answer re-embedded by the new model
+            assert vectors("own-model/384") == len(MEMORIES) + 1
+            asked = own.asked
+            answer = recall(after, question)  # all re-embedded: the new model ranks, its space alone
+            assert own.asked == asked + 1 and not answer["degraded"]
+            assert ids[0] in [i["id"] for i in answer["items"]][:3]
+            assert moved.embedding.store.tidy("own-model/384") == len(MEMORIES)  # the old space goes
+            assert vectors("multilingual-e5-small-q4/384") == 0
+            assert ids[0] in [i["id"] for i in recall(after, question)["items"]][:3]
+    finally:
+        moved.close()
+        own.close()
