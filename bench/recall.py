@@ -9,8 +9,10 @@ Runs on a fresh embedded PostgreSQL in a temporary directory. The HTTP figures c
 
 `--hindsight` starts a real Hindsight 1.1.0 from `.venv-hindsight` (`make hindsight`) on the same
 PostgreSQL, behind Engram's guard, with the test suite's local fake for its LLM and embeddings;
-the syncer retains every memory through the real path, then the same queries run three ways on
-the same data: SQL only, Hindsight-ranked recall (Engram asks Hindsight within the deadline, then
+the syncer retains every memory through the real path (and, with the default `ENGRAM_EMBEDDINGS=local`,
+the embedding worker embeds them all), then the same queries run several ways on the same data: SQL
+only (words, no meaning), words + meaning (recall as the default install serves it: the packaged model,
+no Hindsight), Hindsight-ranked recall (Engram asks Hindsight within the deadline, then
 re-reads and re-authorizes), the same through a proxy that trickles one answer in `--slow-every`
 slowly (the deadline must hold whatever Hindsight does), and Hindsight queried directly (one bank,
 no Engram work). `hints` is the mean number of hints recall read per query; `ask p95`/`ask max`
@@ -154,6 +156,12 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
         return engram.recall.recall(Caller("acme", person, "bot", bot="b-1"), query=q, as_of=None,
                                      max_bytes=17500, limit=20)
 
+    meaning = engram.recall.meaning
+    if meaning is not None and engram.embedding is not None:  # every memory embedded: recall by meaning as served
+        engram.embedding.turn_seconds = 3600
+        t = time.perf_counter()
+        embedded = engram.embedding.work()
+        print(f"# embedded {embedded} memories in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     modes: list[tuple[str, object]] = [("sql only", None), ("hindsight-ranked", SemanticIndex(
         HindsightClient(url, signing_key=key), deadline_ms)), (f"ranked, 1/{slow_every} trickled", SemanticIndex(
             HindsightClient(trickled(), signing_key=key), deadline_ms))]
@@ -169,6 +177,8 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
                       old.HindsightClient(trickled(), signing_key=key), deadline_ms))]
     direct = HindsightClient(url, signing_key=key)
     modes.append(("hindsight direct", lambda person, q: direct.recall(bank_for(Scope("acme", person)), q, deadline=30)))
+    if meaning is not None:  # recall as the default install serves it: words and the packaged model, no Hindsight
+        modes.insert(1, ("words + meaning", "meaning"))
     if sweep:  # the bounds on Hindsight's answer: latency, hints read, and how far the top 10 moves
         modes += [(f"max_tokens {mt} most {most or 'all'}", SemanticIndex(HindsightClient(url, signing_key=key),
                                                                           deadline_ms, max_tokens=mt, most=most))
@@ -177,7 +187,7 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
     hinted: dict[str, list[int]] = {label: [] for label, _ in modes}
     asking: dict[str, list[float]] = {label: [] for label, _ in modes}
     for label, mode in modes:  # count the hints each recall reads, and time the asking alone
-        if mode is not None and not callable(mode):
+        if mode is not None and not callable(mode) and mode != "meaning":
             def counting(scopes, query, ask=mode.hints, seen=hinted[label], took=asking[label]):  # type: ignore[attr-defined]  # noqa: ANN001, ANN202
                 started = time.perf_counter()
                 try:
@@ -192,7 +202,8 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
     def ask(mode: object, person: str, q: str) -> dict:
         if callable(mode):
             return mode(person, q)
-        engram.recall.semantic = mode  # type: ignore[assignment]
+        engram.recall.meaning = meaning if mode == "meaning" else None  # the other modes rank as they did before it
+        engram.recall.semantic = None if mode == "meaning" else mode  # type: ignore[assignment]
         return recall(person, q)
 
     for person, q in qs[:20]:  # warm-up
@@ -219,6 +230,7 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
         ask_figures = f"{pct(took, 95):>8.2f} {max(took):>8.2f}" if took else f"{'-':>8} {'-':>8}"
         print(f"{size:>9} {label:<26} {pct(ts, 50):>8.2f} {pct(ts, 95):>8.2f} {max(ts):>8.2f} "
               f"{mean_hints} {ask_figures}   {degraded}/{n} degraded", flush=True)
+    engram.recall.meaning = None
     if sweep:  # how much of the unbounded top 10 each bound keeps, asked without a deadline to miss
         tops: list[list[list[str]]] = []
         for mt, most in SWEEP:
