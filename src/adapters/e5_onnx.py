@@ -15,6 +15,7 @@ whose means are averaged by their token counts. Vectors agree with the package's
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 import threading
 from array import array
@@ -62,14 +63,23 @@ class Weights:
         o += blob_length
         # piece -> id, and each id's score apart: a quarter of a million (id, score) pairs would take
         # another 25 MB of the process
-        self.pieces: dict[str, int] = {}
         self.scores = array("d", scores.astype(np.float64).tobytes())
-        self.max_piece_bytes = 1
+        lengths = np.diff(offsets.astype(np.int64))
+        self.max_piece_bytes = max(1, int(lengths.max()))
+        # the blob decoded once, cut at each piece's first character (a byte that does not continue one)
+        text = blob.decode("utf-8", "surrogateescape")
+        starts = np.flatnonzero((np.frombuffer(blob, dtype=np.uint8) & 0xC0) != 0x80)
+        cuts = np.searchsorted(starts, offsets.astype(np.int64)).tolist()
+        if len(starts) != len(text):  # a piece that is not UTF-8: one at a time, as written
+            cuts = []
+        self.pieces: dict[str, int] = {}
+        sizes = lengths.tolist()
         for i in range(pieces):
-            raw = blob[offsets[i]:offsets[i + 1]]
-            self.max_piece_bytes = max(self.max_piece_bytes, len(raw))
-            if raw and i != self.unk:
-                self.pieces.setdefault(raw.decode("utf-8", "surrogateescape"), i)
+            if sizes[i] == 0 or i == self.unk:
+                continue
+            piece = text[cuts[i]:cuts[i + 1]] if cuts else blob[offsets[i]:offsets[i + 1]].decode(
+                "utf-8", "surrogateescape")
+            self.pieces.setdefault(piece, i)
         self.unk_score = float(scores.min()) - 10.0
         count, size = struct.unpack_from("<iI", b, o)
         o += 8
@@ -239,6 +249,40 @@ def _graph(w: Weights) -> bytes:
     return bytes(model.SerializeToString())
 
 
+GRAPH_VERSION = 1  # raise with any change to `_graph`: a cached graph of another version is built again
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "engram"
+
+
+def _cached_graph(w: Weights, *, rebuild: bool = False) -> bytes:
+    """The graph as built before by this version of Engram, for these weights and this onnxruntime (about
+    14 MB under ~/.cache/engram; the package's public weights, nothing of anyone's). Building it needs the
+    `onnx` package, whose import alone takes a second and 30 MB of every process; a cache that cannot be
+    read or written is only slower."""
+    import onnxruntime
+
+    stat = _model_file().stat()
+    name = f"e5-small-q4-g{GRAPH_VERSION}-{stat.st_size}-{int(stat.st_mtime)}-ort{onnxruntime.__version__}.onnx"
+    path = _cache_dir() / name
+    try:
+        if not rebuild:
+            return path.read_bytes()
+    except OSError:
+        pass
+    graph = _graph(w)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{name}.{os.getpid()}.partial")
+        partial.write_bytes(graph)
+        os.replace(partial, path)  # whole or absent, whatever runs beside it
+    except OSError:
+        pass
+    return graph
+
+
 class E5:
     """One encoder: its tokenizer, the embeddings' tables and an onnxruntime session of `threads`
     threads. Calls are serialised by the caller (one thread a handle, as the package's handles)."""
@@ -252,7 +296,7 @@ class E5:
         with E5._lock:  # the file, tokenizer and graph once a process, whatever the handles
             if not E5._shared:
                 w = Weights()
-                E5._shared.update(weights=w, tokenizer=Tokenizer(w), graph=_graph(w),
+                E5._shared.update(weights=w, tokenizer=Tokenizer(w), graph=_cached_graph(w),
                                   pos=w.floats("emb.pos").reshape(w.max_positions, w.hidden),
                                   type=w.floats("emb.type")[: w.hidden], word=w.blocks("emb.word"))
         shared = E5._shared
@@ -265,7 +309,12 @@ class E5:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no core spun idle
-        self.session = ort.InferenceSession(shared["graph"], options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(shared["graph"], options, providers=["CPUExecutionProvider"])
+        except Exception:  # noqa: BLE001 - a cached graph damaged on disk: built again, and the cache with it
+            with E5._lock:
+                shared["graph"] = _cached_graph(self.w, rebuild=True)
+            self.session = ort.InferenceSession(shared["graph"], options, providers=["CPUExecutionProvider"])
 
     def _words(self, ids: np.ndarray) -> np.ndarray:
         per_row = self.w.hidden // BLOCK

@@ -49,3 +49,20 @@ def test_the_same_vectors_as_the_package(engines) -> None:
         assert float(ours.query(text) @ _unit(theirs.query(text))[0]) > 0.999, text
     # a question and a passage of one text are not the same vector: the prefixes count
     assert float(ours.query(TEXTS[0]) @ passages[0]) < 0.99
+
+
+def test_the_graph_is_built_once_and_a_damaged_cache_is_built_again(tmp_path, monkeypatch, engines) -> None:
+    import engram.adapters.e5_onnx as module
+
+    ours, _theirs = engines
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(module.E5, "_shared", {})  # a fresh process
+    first = module.E5(threads=1)
+    [cached] = list((tmp_path / "engram").glob("*.onnx"))
+    assert cached.stat().st_size > 10_000_000 and not list((tmp_path / "engram").glob("*.partial"))
+    cached.write_bytes(cached.read_bytes()[:1000])  # damaged on disk
+    monkeypatch.setattr(module.E5, "_shared", {})
+    again = module.E5(threads=1)
+    assert cached.stat().st_size > 10_000_000  # built again, and written again
+    for engine in (first, again):
+        assert float(engine.query(TEXTS[0]) @ ours.query(TEXTS[0])) > 0.9999
