@@ -3,8 +3,8 @@
 The weights are the package's own file (nothing is downloaded): its SentencePiece vocabulary and
 normalisation map, and its 4-bit blocks (32 weights and a half-precision scale each). The encoder is
 built here as an ONNX graph in memory, its linear layers `MatMulNBits` over those same 4-bit blocks
-(no float copy of the weights), and onnxruntime runs it: one short question in about a fifth of the
-package's engine's time, which unpacks every weight again at every call. What it computes is the
+(no float copy of the weights), and onnxruntime runs it: a short question in a third to a half of the
+package's engine's time (that engine unpacks every weight again at every call). What it computes is the
 package's: the same tokens (the unigram tokenizer below follows the package's), word + position +
 type embeddings and their norm, twelve post-norm attention and GELU layers, the mean of every token's
 last state (bos and eos included), unit length; a text longer than 510 tokens is cut into windows
@@ -29,7 +29,6 @@ import numpy as np
 META = "\u2581"  # SentencePiece's marker of a space
 BLOCK = 32
 _Q4 = np.dtype([("d", "<f2"), ("qs", "u1", 16)])
-_LINEARS = ("q", "k", "v", "ao", "fi", "fo")
 
 
 def _model_file() -> Path:

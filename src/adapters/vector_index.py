@@ -245,7 +245,10 @@ class Meaning:
         except EmbedderUnavailable as e:
             log.warning("embedding model not ready (%s); recall ranks by words until it is", e)
         previous = self.previous
-        if previous is not None and previous.model != self.embedder.model and self.index.store.holds(previous.model):
+        # warm again (the worker's turns while the operator's model does not answer): the previous model once
+        if self._previous_held or previous is None or previous.model == self.embedder.model:
+            return
+        if self.index.store.holds(previous.model):
             try:
                 previous.warm()
                 self.background.load(previous)

@@ -148,9 +148,11 @@ class RecallService:
         hints, degraded = self._hints(access, query)
         days = days_named(query, filters["as_of"].date())
         terms, weights = self.index.recall_terms(caller.company, query, days)
-        searched = None
-        if started is None or terms:
-            searched = self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH), **filters)
+
+        def search() -> list[dict[str, Any]]:
+            return self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH), **filters)
+
+        searched = search() if started is None or terms else None
         near, unmeant = self._nearest(caller, query, filters, started)
         degraded = degraded or unmeant
         if degraded:  # a recall counts once, however many of its legs were late
@@ -158,10 +160,8 @@ class RecallService:
         if near is not None and not terms:  # no word of the question is in the index: no word ranks
             found: list[dict[str, Any]] = []
         else:
-            if searched is None:  # the model was down, and the question has no word in the index
-                searched = self.queries.search(terms=terms, weights=weights, limit=max(limit + 10, FUSION_DEPTH),
-                                               **filters)
-            found = self._answered(searched, filters, limit)
+            # searched is None: the model was down, and the question has no word in the index
+            found = self._answered(searched if searched is not None else search(), filters, limit)
         if near is not None:
             rows = self._meant(access, near, hints, found, filters, limit, dated=bool(days))
         else:
