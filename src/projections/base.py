@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import OperationalError, Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.projection import Projection
 from psycopg import Cursor
@@ -33,6 +33,15 @@ APPLICATION = "engram"
 
 # The database or its connection failed, not the event: retry the batch, never set the event aside.
 TRANSIENT: tuple[type[BaseException], ...] = (*UNAVAILABLE_ERRORS, PoolTimeout)
+
+
+ROLLED_BACK = (TransactionRollback, DeadlockDetected)  # psycopg's deadlock is not a TransactionRollback
+
+
+def _rolled_back(error: BaseException) -> bool:
+    """PostgreSQL rolled the transaction back (a deadlock, a serialization failure): committing it again
+    is right. The event store's datastore wraps psycopg's error in its own `OperationalError`."""
+    return isinstance(error, ROLLED_BACK) or isinstance(error.__cause__, ROLLED_BACK)
 
 
 class Undecodable:
@@ -441,8 +450,9 @@ class ViewProjection(Projection[View]):
                         "WHERE projection = %s",
                         (head, self.name),
                     )
-            except (DatabaseTimeout, DeadlockDetected):
-                if attempt == self.SWAP_TRIES:
+            except (DatabaseTimeout, DeadlockDetected, OperationalError) as e:
+                wrapped = isinstance(e, OperationalError) and not isinstance(e.__cause__, DeadlockDetected)
+                if wrapped or attempt == self.SWAP_TRIES:
                     raise
                 log.warning("rebuild of %s: the swap waited too long for a lock; trying again", self.name)
                 continue
@@ -507,8 +517,8 @@ class ViewProjection(Projection[View]):
                     batch.execute("SET LOCAL synchronous_commit = off")
                     self.view.use_shadow(batch)
                     applied = self._apply_after(batch, position, items, seen)
-            except TransactionRollback:
-                if attempt == self.REBUILD_RETRIES:
+            except (*ROLLED_BACK, OperationalError) as e:
+                if not _rolled_back(e) or attempt == self.REBUILD_RETRIES:
                     raise
                 log.warning("rebuild of %s: a batch was rolled back by a deadlock; committing it again", self.name)
                 continue

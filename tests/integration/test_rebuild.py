@@ -123,6 +123,28 @@ def test_every_rebuilt_view_equals_the_one_built_event_by_event(engram, small_ba
     assert _recalled(engram, "kestrel") == ["the build server is called kestrel"]
 
 
+def test_a_batch_rolled_back_by_a_deadlock_is_committed_again(engram, small_batches, monkeypatch) -> None:
+    """PostgreSQL's deadlock reaches the fill wrapped in the event store's OperationalError (two filling
+    processes moving one person's vector generation did so): the batch is committed again, not failed."""
+    from eventsourcing.persistence import OperationalError
+    from psycopg.errors import DeadlockDetected
+
+    _history(engram)
+    before = _everything(engram)
+    projection = engram.projections["recall"]
+    real, failed = projection._apply_after, []
+
+    def deadlocked_once(*args: Any, **kwargs: Any) -> Any:
+        if not failed:
+            failed.append(1)
+            raise OperationalError("deadlock detected") from DeadlockDetected()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(projection, "_apply_after", deadlocked_once)
+    engram.operations.rebuild("recall")
+    assert failed == [1] and _everything(engram) == before
+
+
 def test_writes_and_reads_go_on_while_a_view_is_rebuilt(engram, small_batches) -> None:
     """Half-way through the rebuild (its batches committed, the old view serving), another thread
     remembers and recalls; the old single-transaction rebuild held the view's lock and stopped it."""
