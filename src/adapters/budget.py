@@ -158,6 +158,19 @@ class BudgetLedger:
                         "calls": int(row["calls"]) if row else 0, "failed_calls": failed.get(day, 0)})
         return out
 
+    def spent_today(self, day: date, limits: Limits) -> dict[str, int]:
+        """Every company's use that day, for /metrics: calls and tokens charged in all, and how many
+        companies have spent their daily calls or tokens (their model work waits for the next UTC day)."""
+        with self.datastore.get_connection() as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(calls), 0) AS calls, coalesce(sum(tokens), 0) AS tokens, "
+                "count(*) FILTER (WHERE calls >= %s OR tokens >= %s) AS spent "
+                "FROM engram_budget_days WHERE person = '' AND day = %s",
+                (limits.company_calls, limits.company_tokens, day)).fetchone()
+        if row is None:  # an aggregate always answers one row
+            return {"calls": 0, "tokens": 0, "companies_spent": 0}
+        return {"calls": int(row["calls"]), "tokens": int(row["tokens"]), "companies_spent": int(row["spent"])}
+
     def failures(self) -> dict[str, int]:
         """Model calls that failed, every company and day, by purpose (extraction, insights): counts for /metrics."""
         with self.datastore.get_connection() as conn:

@@ -17,6 +17,7 @@ ExtractorError = ModelError  # the model call failed; whatever it cost is unknow
 
 class Extractor(Protocol):
     name: str
+    calls_a_model: bool  # only a model's calls are charged to the daily model budgets
 
     def estimate_tokens(self, text: str) -> int:
         """A conservative upper bound of what one call on this text may cost."""
@@ -35,6 +36,7 @@ class RuleExtractor:
 
     name = "rules"
     model = "rules-v2"
+    calls_a_model = False  # free: never charged, deferred or stopped by a model budget
 
     def estimate_tokens(self, text: str) -> int:
         return max(1, len(text.encode("utf-8")) // 4)
@@ -83,6 +85,7 @@ class OpenAIExtractor:
     """Any OpenAI-compatible chat-completions endpoint, asked for JSON-schema output."""
 
     name = "llm"
+    calls_a_model = True
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 30.0,
                  max_output_tokens: int = 512) -> None:

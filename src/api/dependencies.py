@@ -163,3 +163,12 @@ async def admin_caller(who: Anyone) -> Caller:
 
 Who = Annotated[Caller, Depends(admitted_caller)]
 Admin = Annotated[Caller, Depends(admin_caller)]
+
+
+async def reviewer_caller(who: Who) -> Caller:
+    """The person, reviewing: a bot is refused (403 `person_only`) before the body is read."""
+    Access(who).require_reviewer()
+    return who
+
+
+Reviewer = Annotated[Caller, Depends(reviewer_caller)]

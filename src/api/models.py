@@ -262,8 +262,8 @@ class ReceiptState(BaseModel):
     model_config = ConfigDict(json_schema_extra=extra(examples.RECEIPT))
 
     receipt_id: str
-    state: str = Field(description="queued, done, ignored or failed")
-    reason: str | None = Field(default=None, description="why it is ignored or failed")
+    state: str = Field(description="queued, deferred (waiting for a spent daily model budget), done, ignored or failed")
+    reason: str | None = Field(default=None, description="why it is deferred (`budget`), ignored or failed")
     attempts: int | None = None
     last_error: str | None = None
     candidate_ids: list[str] | None = Field(default=None, description="the candidates learned from it, once any")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .directory import Directory
-from .errors import Forbidden, InvalidScope
+from .errors import Forbidden, InvalidScope, PersonOnly
 from .rollout import ENABLED, OFF, EngramOff
 from .scope import Caller, Grants, Scope
 from .visibility import may_act, may_use, require_may_act
@@ -57,6 +57,13 @@ class Access:
         if self.caller.role == "bot":
             self.require_may_act()
             raise Forbidden(f"a bot cannot {what}")
+
+    def require_reviewer(self) -> None:
+        """Candidates and insights are reviewed by their person: a bot token (registered or not) is refused,
+        whatever it asks, and administrative tokens hold no memories."""
+        if self.caller.role == "bot":
+            raise PersonOnly("the person reviews candidates and insights; a bot cannot confirm, reject or edit them")
+        self.require_holder()
 
     def require_restricted_scope(self, team: str | None, source_id: str) -> None:
         """A restricted memory names a directory source and that source's team, and the caller holds both."""

@@ -21,6 +21,12 @@ class Forbidden(DomainError):
     code, status, title = "forbidden", 403, "Forbidden"
 
 
+class PersonOnly(Forbidden):
+    """The person reviews what bots may use: their bots never confirm, reject or edit it."""
+
+    code, title = "person_only", "Only the person may review this"
+
+
 class InvalidText(DomainError):
     code, status, title = "invalid_text", 422, "Text is not valid"
 

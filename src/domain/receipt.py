@@ -15,6 +15,7 @@ STOPS_CAPTURE = ("authorization_request", "input_request")
 KINDS = (MESSAGE, *STOPS_CAPTURE)
 
 QUEUED, IGNORED, PROCESSED, FAILED = "queued", "ignored", "processed", "failed"
+DEFERRED = "deferred"  # as the API answers a queued receipt waiting for a spent model budget (`reason: budget`)
 
 
 def answered_state(state: str) -> str:

@@ -137,7 +137,7 @@ class InsightService:
         return {"items": items}
 
     def _load(self, caller: Caller, insight_id_text: str) -> tuple[Access, Insight, dict[str, Any]]:
-        Access(caller).require_holder()
+        Access(caller).require_reviewer()
         access = self.ledger.access(caller)
         access.admit()
         access.require_may_act()

@@ -16,6 +16,7 @@ from engram.domain.evidence import Source
 from engram.domain.extraction import Proposal, accept_proposals
 from engram.domain.memory import NORMAL
 from engram.domain.receipt import (
+    DEFERRED,
     FAILED,
     QUEUED,
     STOPS_CAPTURE,
@@ -163,8 +164,11 @@ class LearningService:
             raise NotFound("no such receipt")
         attempts, waiting_for = self.inbox.progress(r.id)
         last_error = r.reason if r.state == FAILED else _error_code(waiting_for)
-        return {**self.receipt_view(r), "attempts": attempts, "last_error": last_error,
+        view = {**self.receipt_view(r), "attempts": attempts, "last_error": last_error,
                 "candidate_ids": list(r.candidate_ids or [])}
+        if r.state == QUEUED and waiting_for in (EXHAUSTED, PAUSED):  # waits for the model budget, said so
+            view.update(state=DEFERRED, reason="budget")
+        return view
 
     # -- the worker ------------------------------------------------------------
 
@@ -224,8 +228,16 @@ class LearningService:
         return True
 
     def _extract(self, receipt: Receipt, now: datetime) -> bool:
-        """One metered model call. False when the receipt must wait (budget) or retry (error)."""
+        """One metered model call (the rules are not one: free, never charged or deferred). False when the
+        receipt must wait (budget) or retry (error)."""
         text = receipt.text or ""
+        if not getattr(self.extractor, "calls_a_model", True):
+            extraction = self.extractor.extract(text)
+            accepted = accept_proposals(extraction.proposals, text, self.memories.policy, self.memories.max_text_bytes)
+            receipt.extracted([{"text": p.text, "quote": p.quote} for p in accepted], self.extractor.name,
+                              extraction.model, now)
+            self.ledger.save(receipt)
+            return True
         estimate = self.extractor.estimate_tokens(text)
         day = now.astimezone(UTC).date()
         reservation = self.budget.reserve(receipt.company, receipt.person, day, estimate, self.rules.limits, now)

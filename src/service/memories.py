@@ -178,6 +178,7 @@ class MemoryService:
         return candidate_of(memory)
 
     def confirm(self, caller: Caller, memory_id: str, *, text: str | None, acknowledge_sensitive: bool) -> dict[str, Any]:
+        Access(caller).require_reviewer()
         memory = self._load(self._holder(caller), memory_id)
         if text is not None:
             self._text(text)
@@ -189,6 +190,7 @@ class MemoryService:
         return memory_of(memory)
 
     def reject(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+        Access(caller).require_reviewer()
         memory = self._load(self._holder(caller), memory_id)
         memory.reject(actor=caller.bot or caller.person, at=self.clock.now())
         self._save_closing(memory, "reject")  # a rejected candidate is purged like a forgotten one

@@ -8,7 +8,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any, Literal
 
 import psycopg
@@ -225,6 +225,17 @@ class Operations:
                              "not apply them", [({"projection": p}, n) for p, n in self.quarantined().items()]))
         found.append(Reading("engram_inbox_receipts", "gauge", "Receipts by state (queued: not yet learned from)",
                              _by("state", self.learning.inbox.backlog())))
+        spent = self.learning.budget.spent_today(self.ledger.clock.now().astimezone(UTC).date(), self.learning.rules.limits)
+        found.append(Reading("engram_model_budget_used_today", "gauge", "Model use charged today (UTC) to the daily "
+                             "budgets, every company summed: calls and tokens (the rule extractor is never charged)",
+                             [({"kind": "calls"}, spent["calls"]), ({"kind": "tokens"}, spent["tokens"])]))
+        found.append(Reading("engram_model_budget_daily_limit", "gauge", "Each company's daily model budget "
+                             "(ENGRAM_DAILY_CALLS, ENGRAM_DAILY_TOKENS)",
+                             [({"kind": "calls"}, self.learning.rules.limits.company_calls),
+                              ({"kind": "tokens"}, self.learning.rules.limits.company_tokens)]))
+        found.append(Reading("engram_model_budget_spent_companies", "gauge", "Companies whose daily model budget is "
+                             "spent today: their receipts wait as `deferred` (reason `budget`) for the next UTC day",
+                             [({}, spent["companies_spent"])]))
         failures = self.learning.budget.failures()
         found.append(Reading("engram_model_call_failures_total", "counter", "Model calls that failed (an error or a "
                              "malformed answer): extraction and insights", [({}, sum(failures.values()))]))

@@ -44,8 +44,9 @@ def _assert_bot_can_do_nothing(engram, client, world, bot: dict[str, str]) -> No
     kept, candidate = world["kept"], world["candidate"]
     _refused(client.post("/v1/memories", json=remember_body("I like green tea"), headers=bot))
     _refused(client.post("/v1/receipts", json=_receipt("r-bot"), headers=bot))
-    _refused(client.post(f"/v1/candidates/{candidate}/confirm", json={"acknowledge_sensitive": True}, headers=bot))
-    _refused(client.post(f"/v1/candidates/{candidate}/reject", headers=bot))
+    for review in (client.post(f"/v1/candidates/{candidate}/confirm", json={"acknowledge_sensitive": True}, headers=bot),
+                   client.post(f"/v1/candidates/{candidate}/reject", headers=bot)):
+        assert review.status_code == 403 and review.json()["code"] == "person_only"  # registered or not
     _refused(client.post(f"/v1/memories/{kept}/correct", json={"text": "Bullet points, monthly"}, headers=bot))
     _refused(client.post(f"/v1/memories/{kept}/forget", headers=bot))
     _refused(client.post("/v1/sources/chat-42/revoke", headers=bot))

@@ -194,13 +194,32 @@ def test_twelve_receipts_against_a_call_cap_of_three(make, llm) -> None:
     for w in workers:
         w.join(timeout=60)
     assert len(llm.calls) == 3
-    states = [client.get(f"/v1/receipts/r-{i}", headers=auth(user=f"u{i % 4}")).json()["state"] for i in range(12)]
-    assert states.count("done") == 3 and states.count("queued") == 9
+    answers = [client.get(f"/v1/receipts/r-{i}", headers=auth(user=f"u{i % 4}")).json() for i in range(12)]
+    assert [a["state"] for a in answers].count("done") == 3
+    waiting = [a for a in answers if a["state"] != "done"]  # said to wait for the budget, not silently queued
+    assert len(waiting) == 9 and all(a["state"] == "deferred" and a["reason"] == "budget" for a in waiting)
+    metrics = client.get("/metrics").text
+    assert 'engram_model_budget_used_today{kind="calls"} 3.0' in metrics
+    assert 'engram_model_budget_daily_limit{kind="calls"} 3.0' in metrics
+    assert "\nengram_model_budget_spent_companies 1.0\n" in metrics
     # deferred to the next UTC day without using a retry; same day: nothing more
     clock.advance(hours=2)
     assert system.learning.work(limit=20) == 0 and len(llm.calls) == 3
     clock.advance(hours=14)  # 2026-11-03 01:00 UTC
     assert system.learning.work(limit=20) == 3 and len(llm.calls) == 6
+
+
+def test_learning_by_rules_is_never_charged_or_stopped_by_the_model_budget(make) -> None:
+    system, client, _ = make(daily_calls=1, daily_tokens=10)  # no model configured: the rule extractor
+    for i in range(5):
+        client.post("/v1/receipts", json=receipt(f"r-{i}", f"I prefer meeting room {i} on Mondays."), headers=auth())
+    assert system.learning.work() == 5
+    assert [client.get(f"/v1/receipts/r-{i}", headers=auth()).json()["state"] for i in range(5)] == ["done"] * 5
+    assert len(candidates(client)) == 5
+    assert system.learning.budget.today("acme", T0.date()) == {"tokens": 0, "calls": 0, "failed_calls": 0}
+    metrics = client.get("/metrics").text
+    assert 'engram_model_budget_used_today{kind="calls"} 0.0' in metrics
+    assert "\nengram_model_budget_spent_companies 0.0\n" in metrics
 
 
 def test_a_failed_call_is_charged_only_what_the_provider_reported_and_retries(make, llm) -> None:
@@ -262,7 +281,8 @@ def test_zero_limit_pauses_and_keeps_the_queue(make, llm) -> None:
     system, client, clock = make(llm_base_url=llm.url, daily_calls=0)
     client.post("/v1/receipts", json=receipt("r-1", "I like plums."), headers=auth())
     assert system.learning.work() == 0 and llm.calls == []
-    assert client.get("/v1/receipts/r-1", headers=auth()).json()["state"] == "queued"
+    answer = client.get("/v1/receipts/r-1", headers=auth()).json()
+    assert (answer["state"], answer["reason"], answer["attempts"]) == ("deferred", "budget", 0)
     # explicit saves, review, correct, forget and export work with no budget at all
     r = client.post("/v1/memories", json=remember_body("I like damsons"), headers=auth())
     assert r.status_code == 201

@@ -4,7 +4,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ..dependencies import Memories, Who
+from ..dependencies import Memories, Reviewer, Who
 from ..middleware import JsonRoute
 from ..models import CandidateList, MemoryOut, Rejected
 from ..reference import STORED_NOT_VISIBLE, answers
@@ -23,9 +23,10 @@ def list_candidates(who: Who, memories: Memories) -> Any:
 
 @router.post("/v1/candidates/{memory_id}/confirm", summary="Confirm a candidate", response_model=MemoryOut,
              responses=answers({202: (MemoryOut, STORED_NOT_VISIBLE)}, 403, 404, 409))
-def confirm_candidate(memory_id: PathId, who: Who, memories: Memories, body: ConfirmIn | None = None) -> Any:
+def confirm_candidate(memory_id: PathId, who: Reviewer, memories: Memories, body: ConfirmIn | None = None) -> Any:
     """The candidate becomes a confirmed memory, used by recall from now on. `text` confirms it edited;
-    a sensitive candidate needs `acknowledge_sensitive: true` (409 `sensitive_ack_required`).
+    a sensitive candidate needs `acknowledge_sensitive: true` (409 `sensitive_ack_required`). Only the
+    person reviews: a bot token gets 403 `person_only`.
     """
     body = body or ConfirmIn()
     return memories.confirm(who, memory_id, text=body.text, acknowledge_sensitive=body.acknowledge_sensitive)
@@ -33,7 +34,7 @@ def confirm_candidate(memory_id: PathId, who: Who, memories: Memories, body: Con
 
 @router.post("/v1/candidates/{memory_id}/reject", summary="Reject a candidate", response_model=Rejected,
              responses=answers({202: (Rejected, STORED_NOT_VISIBLE)}, 403, 404, 409))
-def reject_candidate(memory_id: PathId, who: Who, memories: Memories) -> Any:
+def reject_candidate(memory_id: PathId, who: Reviewer, memories: Memories) -> Any:
     """The candidate is never used and its content is purged; `purge_id` follows the purge as a forget
     does.
     """

@@ -4,7 +4,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
-from ..dependencies import Insights, Who
+from ..dependencies import Insights, Reviewer, Who
 from ..middleware import JsonRoute
 from ..models import InsightList, InsightOut
 from ..reference import STORED_NOT_VISIBLE, answers
@@ -27,15 +27,16 @@ def list_insights(
 
 @router.post("/v1/insights/{insight_id}/confirm", summary="Confirm an insight", response_model=InsightOut,
              responses=answers({202: (InsightOut, STORED_NOT_VISIBLE)}, 403, 404, 409))
-def confirm_insight(insight_id: PathId, who: Who, insights: Insights) -> Any:
+def confirm_insight(insight_id: PathId, who: Reviewer, insights: Insights) -> Any:
     """A proposed insight becomes usable: recall returns it with `kind: insight` for as long as every
-    memory it rests on stays in use. An insight already invalidated is 409.
+    memory it rests on stays in use. An insight already invalidated is 409. Only the person reviews: a
+    bot token gets 403 `person_only`.
     """
     return insights.confirm(who, insight_id)
 
 
 @router.post("/v1/insights/{insight_id}/reject", summary="Reject an insight", response_model=InsightOut,
              responses=answers({202: (InsightOut, STORED_NOT_VISIBLE)}, 403, 404, 409))
-def reject_insight(insight_id: PathId, who: Who, insights: Insights) -> Any:
+def reject_insight(insight_id: PathId, who: Reviewer, insights: Insights) -> Any:
     """The insight is never proposed again from the same memories, and never used."""
     return insights.reject(who, insight_id)
