@@ -586,7 +586,7 @@ def _call_limit(ctx: Ctx, company: str | None = None) -> int:
 
 
 def _exhaust(ctx: Ctx, ana: Who, messages: list[str], company: str | None = None) -> tuple[list[str], list[str]]:
-    """Say every message; the receipts learned from (exactly the call limit) and those left queued."""
+    """Say every message; the receipts learned from (exactly the call limit) and those left deferred."""
     limit = _call_limit(ctx, company)
     check(len(messages) > limit, f"the daily call limit {limit} is more than this scenario can spend")
     model = ctx.service.model
@@ -598,24 +598,24 @@ def _exhaust(ctx: Ctx, ana: Who, messages: list[str], company: str | None = None
         got = [ana.get("/v1/receipts/{rid}", expect=200, rid=rid)["state"] for rid in rids]
         return got if got.count("done") >= limit else None
     ctx.wait(states, "the receipts within budget to be learned from")
-    time.sleep(1.5)  # several worker turns: a receipt over budget must stay queued
-    final = [ana.get("/v1/receipts/{rid}", expect=200, rid=rid)["state"] for rid in rids]
-    done = [r for r, s in zip(rids, final, strict=True) if s == "done"]
-    queued = [r for r, s in zip(rids, final, strict=True) if s == "queued"]
-    check(len(done) == limit and len(queued) == len(rids) - limit, f"{len(done)} done, {len(queued)} queued, "
-          f"limit {limit}")
+    time.sleep(1.5)  # several worker turns: a receipt over budget must stay deferred
+    final = [ana.get("/v1/receipts/{rid}", expect=200, rid=rid) for rid in rids]
+    done = [r for r, s in zip(rids, final, strict=True) if s["state"] == "done"]
+    deferred = [r for r, s in zip(rids, final, strict=True) if s["state"] == "deferred" and s["reason"] == "budget"]
+    check(len(done) == limit and len(deferred) == len(rids) - limit, f"{len(done)} done, {len(deferred)} deferred "
+          f"for the budget, limit {limit}")
     spent = ctx.admin(company).get("/v1/admin/status", expect=200)["budget_today"]
     check(spent["calls"] == limit, f"{spent['calls']} calls charged for a limit of {limit}")
     called = {m["content"] for c in model.calls for m in c.get("messages", []) if m.get("role") == "user"}
     check(len(called & set(messages)) == limit, "the model was called past the budget")
-    return done, queued
+    return done, deferred
 
 
 def budget_exhausted(ctx: Ctx, p: Json) -> None:
     ana = ctx.person()
     names = [f"{n} {ctx.tag}" for n in p["names"]]
     messages = [p["template"].format(n) for n in names[:_call_limit(ctx) + 2]]
-    done, _queued = _exhaust(ctx, ana, messages)
+    done, _deferred = _exhaust(ctx, ana, messages)
     check(len(ana.candidates()) == len(done), "the receipts within budget did not all become candidates")
 
 

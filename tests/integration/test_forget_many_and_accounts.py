@@ -153,7 +153,17 @@ def test_a_registered_bot_forgets_what_it_may_use_and_an_unregistered_one_nothin
 # -- whole accounts ---------------------------------------------------------------------------------------
 
 
-def test_forgetting_my_account_forgets_memories_candidates_receipts_and_settings(engram, client) -> None:
+@pytest.fixture
+def modelled(settings, database, llm) -> Any:
+    """The service with the fake model as its extractor: its calls leave content-free usage rows."""
+    system = Engram.open(settings.replace(llm_base_url=llm.url, llm_model="test-model"), database=database,
+                         background=False)
+    yield system, TestClient(create_app(system, SECRET))
+    system.close()
+
+
+def test_forgetting_my_account_forgets_memories_candidates_receipts_and_settings(modelled, llm) -> None:
+    engram, client = modelled
     put_directory(client, DIRECTORY)
     remember(client, "I prefer tea in the morning")
     sensitive = remember(client, "My blood pressure medication is lisinopril")
@@ -165,6 +175,8 @@ def test_forgetting_my_account_forgets_memories_candidates_receipts_and_settings
     earlier_forget = client.post(f"/v1/memories/{earlier}/forget", headers=ALICE).json()["forget_id"]
     receipt = {"author": "user", "text": "I prefer weekly reports as short bullet points.",
                "source": {"kind": "chat", "id": "chat-7", "message_id": "m-1"}}
+    llm.proposals[receipt["text"]] = [{"text": "Prefers weekly reports as short bullet points",
+                                        "quote": "weekly reports as short bullet points"}]
     assert client.post("/v1/receipts", json={"receipt_id": "r-1", **receipt}, headers=ALICE).status_code == 202
     engram.learning.work()
     learned = client.get("/v1/receipts/r-1", headers=ALICE).json()["candidate_ids"]
