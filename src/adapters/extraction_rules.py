@@ -352,8 +352,52 @@ def _statements(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return [] if skipped(text[head[0][0]:head[-1][1]]) else head
 
 
-def memory_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each span of the message worth proposing as a memory."""
+# A span that leans on words said before it: a pronoun with its referent elsewhere ("he started Monday",
+# "please never schedule them", 他下周三到), or a clause that only comments ("I always forget"). Alone it
+# is a fragment the person cannot judge; it is read together with what it leans on (ADR 0041).
+_EN_LEANS = re.compile(
+    r"^(?:(?:and|but|so|also|oh|btw|plus|then)[, ]+)?(?:(?:he|she|it|they|this|that|these|those)(?:'s|'re|'ll|'d)?\b"
+    r"(?! (?:is|are|was) (?:a|an|the|my|our)\b)|his |her |their |its "
+    r"|(?:please )?(?:(?:never|don't|do not|always|just) )?\w+ (?:them|it|him|her)\b"
+    r"|i (?:always|never|keep) (?:forget|forgetting|mix (?:it|them) up)\b|don't tell anyone|do not tell anyone)",
+    re.IGNORECASE)
+_ZH_LEANS = re.compile(r"^(?:而且|但是|不过|所以|然后|还有)?(?:他|她|它|他们|她们|这个|那个|这|那)"
+                       r"(?![些里边样么天周月年次回]|个(?:周|星期|月|礼拜))")
+
+
+def leans(piece: str) -> bool:
+    return bool((_ZH_LEANS if _HAN.search(piece) else _EN_LEANS).match(piece.strip()))
+
+
+def with_referents(text: str, spans: list[tuple[int, int]]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Each span as (quote, what its memory says): the same span, except for one that leans on what was
+    said before it, whose memory says the stretch from the span before it (or, when none was proposed,
+    from the start of its own sentence or the one before) to its end. The quote stays the span itself,
+    an exact part of the message; the memory's text stands on its own. One at the very start of a
+    message has nothing before it to lean on and stays as it is."""
+    starts = [a for a, _ in sentences(text)]
+    out: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    for a, b in spans:
+        said = (a, b)
+        if leans(text[a:b]):
+            own = max((s for s in starts if s <= a), default=a)  # the start of its own sentence
+            earlier = [s for s in starts if s < own]
+            if out and out[-1][0][0] >= (earlier[-1] if earlier else own):
+                said = (out[-1][0][0], b)  # the memory proposed just before it, in this sentence or the last
+            elif own < a:
+                said = (own, b)  # its referent is earlier in the same sentence
+            elif earlier:
+                said = (earlier[-1], b)  # ... or in the sentence before
+        out.append(((a, b), said))
+    return out
+
+
+def memory_spans(text: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(quote, text) spans of each memory worth proposing from the message (see `with_referents`)."""
+    return with_referents(text, _spans(text))
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     for s_start, s_end in sentences(text):
         parts = _statements(text, s_start, s_end)

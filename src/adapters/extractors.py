@@ -8,7 +8,7 @@ from typing import Protocol
 from engram.domain.extraction import Extraction, Proposal, Usage
 
 from .chat_model import ChatModel, ModelError
-from .extraction_rules import memory_spans
+from .extraction_rules import leans, memory_spans, with_referents
 
 _CONNECTOR = re.compile(r"^(?:(?i:and|so|but|also|plus|oh|btw|by the way)\b[, ]*|(?:另外|还有|对了|而且|所以|但是|不过)[，,]?)")
 
@@ -43,9 +43,10 @@ class RuleExtractor:
 
     def extract(self, text: str) -> Extraction:
         proposals = []
-        for start, end in memory_spans(text):
+        for (start, end), (said_from, said_to) in memory_spans(text):
             quote = text[start:end]
-            body = _CONNECTOR.sub("", quote.rstrip(".!。！；; "))  # the quote keeps "and", the memory need not
+            # the quote keeps "and", the memory need not; a memory that leans on the words before it says them
+            body = _CONNECTOR.sub("", text[said_from:said_to].rstrip(".!。！；; "))
             if body:
                 proposals.append(Proposal(text=body, quote=quote))
         used = self.estimate_tokens(text)
@@ -56,7 +57,8 @@ SYSTEM_PROMPT = (
     "You extract durable personal memories from one chat message written by a person. "
     "Return only first-person facts, preferences and standing instructions that will still be true later. "
     "For each, give a short third-person-free restatement as 'text' and the exact words it rests on as "
-    "'quote', copied character for character from the message. Never include passwords, keys or tokens. "
+    "'quote', copied character for character from the message. Each text must stand on its own: name the "
+    "person a pronoun refers to, keep the people it names and its time phrase. Never include passwords, keys or tokens. "
     "Return {\"memories\": []} when there is nothing to remember."
 )
 SCHEMA = {
@@ -101,4 +103,24 @@ class OpenAIExtractor:
         proposals = [Proposal(text=i["text"], quote=i["quote"]) for i in items if isinstance(i, dict)
                      and isinstance(i.get("text"), str) and isinstance(i.get("quote"), str)] \
             if isinstance(items, list) else []  # a malformed answer proposes nothing; its usage still counts
-        return Extraction(proposals=proposals, usage=answer.usage, model=self.model)
+        return Extraction(proposals=[standing(text, p) for p in proposals], usage=answer.usage, model=self.model)
+
+
+def standing(message: str, proposal: Proposal) -> Proposal:
+    """A model's proposal under the rules' own: a text that leans on words it left out ("he started
+    Monday") says them, as the rule extractor's would (the quote is kept as the model gave it)."""
+    start = message.find(proposal.quote) if proposal.quote else -1
+    if start < 0 or not leans(proposal.text):
+        return proposal
+    [(_quote, (said_from, said_to))] = with_referents(message, [(start, start + len(proposal.quote))])
+    if said_from == start:
+        return proposal  # nothing said before it to lean on
+    lead = message[said_from:start].rstrip()
+    han = bool(_HAN.search(lead))
+    joined = lead.endswith((",", "，", ".", "。", "!", "！", ";", "；", "、")) or bool(_JOINING.search(lead))
+    glue = ("" if han else " ") if joined else ("，" if han else ", ")
+    return Proposal(text=f"{lead}{glue}{proposal.text}", quote=proposal.quote)
+
+
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+_JOINING = re.compile(r"(?:\b(?:and|but|so|because|since|as)|而且|但是|所以|因为)$", re.IGNORECASE)

@@ -53,6 +53,7 @@ from engram.service.memories import MemoryService
 from engram.service.operations import Operations
 from engram.service.ports import Settler
 from engram.service.recall import RecallService
+from engram.service.relations import Relations
 from engram.service.settings import Settings
 
 from .rebuilds import fill_in_processes
@@ -230,7 +231,8 @@ class Engram:
         memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(),
                                  max_text_bytes=settings.max_text_bytes,
                                  candidate_ttl=timedelta(days=settings.candidate_ttl_days),
-                                 links=MemoryLinks(ledger, LinkQueries(datastore)), remember_key=root.remember_key)
+                                 links=MemoryLinks(ledger, LinkQueries(datastore)), remember_key=root.remember_key,
+                                 relations=Relations(ledger.keys, queries, index, ledger.clock))
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
         learning = LearningService(memories, inbox, budget, extractor, LearningRules(limits=daily_limits(settings)))

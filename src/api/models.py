@@ -97,6 +97,12 @@ class MemoryOut(_MemoryFields):
                                         "linked to this one (as GET /v1/memories/{id}/links); absent elsewhere")
 
 
+class RelationOut(BaseModel):
+    kind: str = Field(description="duplicate (confirming extends that memory's evidence) or update (confirming "
+                                  "corrects it)")
+    memory_id: str
+
+
 class CandidateOut(BaseModel):
     model_config = ConfigDict(json_schema_extra=extra(examples.CANDIDATE))
 
@@ -108,6 +114,8 @@ class CandidateOut(BaseModel):
     team: str | None
     source: SourceOut | None = Field(description="null once its key is gone")
     evidence: list[EvidenceOut]
+    context: str | None = Field(default=None, description="the sentence or two of the message around the quote")
+    relation: RelationOut | None = Field(default=None, description="the confirmed memory it repeats or changes")
     proposed_at: Timestamp
     expires_at: Timestamp | None
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .review import SECRET_CONTENT, ContentPolicy
@@ -62,3 +63,27 @@ def accept_proposals(proposals: list[Proposal], user_text: str, policy: ContentP
         seen.add((text, quote))
         kept.append(Proposal(text, quote))
     return kept
+
+
+_SENTENCE = re.compile(r"[^.!?。！？\n]+(?:[.!?。！？]+[\"'”’）)]*|\n|$)")
+MAX_CONTEXT = 600  # characters
+
+
+def context_of(message: str, quote: str) -> str | None:
+    """The sentence or two of `message` around `quote`: the sentences it overlaps and the one before,
+    so that a pronoun or a time word can be read; None when the quote is not in the message. An exact
+    part of the message, at most MAX_CONTEXT characters around the quote."""
+    start = message.find(quote)
+    if not quote or start < 0:
+        return None
+    end = start + len(quote)
+    spans = [(m.start(), m.end()) for m in _SENTENCE.finditer(message) if m.group().strip()]
+    inside = [i for i, (a, b) in enumerate(spans) if a < end and b > start]
+    if not inside:
+        return quote
+    first, last = max(inside[0] - 1, 0), inside[-1]
+    lo, hi = spans[first][0], spans[last][1]
+    if hi - lo > MAX_CONTEXT:  # a long sentence: the quote and what fits around it
+        room = max(MAX_CONTEXT - len(quote), 0) // 2
+        lo, hi = max(lo, start - room), min(hi, end + room)
+    return message[lo:hi].strip() or quote

@@ -80,6 +80,10 @@ class Memory(Aggregate):
         review: str
         expires_at: datetime | None
         receipt: str | None
+        added_receipts: list[str]  # receipts whose quotes were folded into it since (their texts clear with it)
+        relation: dict[str, str] | None  # a candidate's: {"kind": "duplicate"|"update", "memory_id"} (ADR 0041)
+        context: str | None  # a candidate's: the sentence or two around its quote (None once forgotten)
+        merged_into: str | None  # a candidate folded into a confirmed memory when confirmed
         forget_id: str | None
         revisions: list[dict[str, Any]]
 
@@ -90,7 +94,7 @@ class Memory(Aggregate):
     class Created(Event, Aggregate.Created):
         """Common shape of the two ways a memory comes to be."""
 
-        personal_fields = ("text", "evidence", "source", "tags")
+        personal_fields: ClassVar[tuple[str, ...]] = ("text", "evidence", "source", "tags")
         company: str
         person: str
         visibility: str
@@ -114,6 +118,10 @@ class Memory(Aggregate):
             memory.expires_at = None
             memory.forget_id = None
             memory.receipt = None
+            memory.added_receipts = []
+            memory.relation = None
+            memory.context = None
+            memory.merged_into = None
             memory.revisions = [
                 {
                     "revision": 1,
@@ -140,10 +148,16 @@ class Memory(Aggregate):
         review: str
         expires_at: datetime | None
         receipt: str | None  # the receipt it was learned from, if any
+        relation: dict[str, str] | None = None  # how it stands to a confirmed memory (absent before ADR 0041)
+        context: str | None = None  # the sentence or two of the message around the quote, sealed like text
+
+        personal_fields: ClassVar[tuple[str, ...]] = ("text", "evidence", "source", "tags", "context")
 
         def apply(self, memory: Memory) -> None:
             super().apply(memory)
             memory.receipt = self.receipt
+            memory.relation = getattr(self, "relation", None)
+            memory.context = getattr(self, "context", None)
             memory.status = PENDING
             memory.review = self.review
             memory.expires_at = self.expires_at
@@ -159,8 +173,26 @@ class Memory(Aggregate):
                 memory.revisions[-1] = {**memory.revisions[-1], "text": self.text}
 
     class Rejected(Event):
+        """Also how a candidate ends that was folded into the confirmed memory it repeats or updates
+        (`merged_into`): purged like any rejected one, its quotes now that memory's evidence."""
+
+        merged_into: str | None = None
+
         def apply(self, memory: Memory) -> None:
             memory.status = REJECTED
+            memory.merged_into = getattr(self, "merged_into", None)
+
+    class EvidenceAdded(Event):
+        """The same thing said again: its quote joins the evidence (the whole list, sealed like text)."""
+
+        personal_fields = ("evidence",)
+        evidence: list[dict[str, Any]] | None
+        receipt: str | None = None
+
+        def apply(self, memory: Memory) -> None:
+            memory.evidence = self.evidence
+            if self.receipt:
+                memory.added_receipts = [*getattr(memory, "added_receipts", []), self.receipt]
 
     class Expired(Event):
         """An unreviewed candidate ran out of time; its key is destroyed like a forgotten one's."""
@@ -271,12 +303,14 @@ class Memory(Aggregate):
         cls, *, scope: Scope, source: dict[str, Any], text: str, evidence: list[dict[str, Any]], review: str,
         expires_at: datetime | None, actor: str, at: datetime, valid_from: datetime | None = None,
         valid_to: datetime | None = None, id: UUID | None = None, receipt: str | None = None,
-        tags: list[str] | None = None,
+        tags: list[str] | None = None, relation: dict[str, str] | None = None, context: str | None = None,
     ) -> Memory:
-        """A candidate for the person to review."""
+        """A candidate for the person to review; `relation` says which confirmed memory it repeats or
+        changes, if any."""
         return cls._begin(cls.Proposed, scope=scope, source=source, text=text, evidence=evidence,
                           valid_from=valid_from, valid_to=valid_to, actor=actor, at=at, id=id,
-                          review=review, expires_at=expires_at, receipt=receipt, tags=tags)
+                          review=review, expires_at=expires_at, receipt=receipt, tags=tags, relation=relation,
+                          context=context)
 
     # -- views of state -------------------------------------------------------
 
@@ -310,7 +344,7 @@ class Memory(Aggregate):
         if self.is_forgotten:
             raise MemoryForgotten("this memory was forgotten; nothing more can change it")
 
-    def confirm(self, *, text: str | None, acknowledge_sensitive: bool, actor: str, at: datetime) -> None:
+    def _require_confirmable(self, acknowledge_sensitive: bool, at: datetime) -> None:
         self._refuse_if_forgotten()
         if self.status != PENDING:
             raise NotACandidate("only a pending candidate can be confirmed")
@@ -318,6 +352,9 @@ class Memory(Aggregate):
             raise NotACandidate("this candidate has expired")
         if self.review == SENSITIVE and not acknowledge_sensitive:
             raise SensitiveAckRequired("confirming sensitive content needs acknowledge_sensitive: true")
+
+    def confirm(self, *, text: str | None, acknowledge_sensitive: bool, actor: str, at: datetime) -> None:
+        self._require_confirmable(acknowledge_sensitive, at)
         edited = text is not None and text != self.current["text"]
         self.trigger_event(
             self.Confirmed, timestamp=at, actor=actor, text=text if edited else None, edited=edited
@@ -328,6 +365,30 @@ class Memory(Aggregate):
         if self.status != PENDING:
             raise NotACandidate("only a pending candidate can be rejected")
         self.trigger_event(self.Rejected, timestamp=at, actor=actor)
+
+    def merge_into(self, target: Memory, *, acknowledge_sensitive: bool, actor: str, at: datetime) -> None:
+        """Confirming a candidate that repeats or updates `target` ends the candidate: its quotes go
+        there (the caller adds them), it is purged like a rejected one."""
+        self._require_confirmable(acknowledge_sensitive, at)
+        self.trigger_event(self.Rejected, timestamp=at, actor=actor, merged_into=str(target.id))
+
+    def add_evidence(self, quoted: list[dict[str, Any]], *, receipt: str | None, actor: str, at: datetime) -> bool:
+        """The same thing said again (a folded candidate, a repeated remember): each quote not already
+        there joins the evidence. False when nothing was new."""
+        self._refuse_if_forgotten()
+        if self.status not in (PENDING, CONFIRMED):
+            raise NotACandidate("only a pending or confirmed memory gathers evidence")
+        held = list(self.evidence or [])
+        new = [q for q in quoted if q not in held]
+        if not new:
+            return False
+        self.trigger_event(self.EvidenceAdded, timestamp=at, actor=actor, evidence=held + new, receipt=receipt)
+        return True
+
+    @property
+    def receipts(self) -> list[str]:
+        """Every receipt its quotes came from: their texts are cleared when it closes."""
+        return [r for r in [self.receipt, *getattr(self, "added_receipts", [])] if r]
 
     def is_due(self, now: datetime) -> bool:
         return self.status == PENDING and self.expires_at is not None and self.expires_at <= now

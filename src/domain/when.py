@@ -99,3 +99,63 @@ def days_named(text: str, today: date) -> list[date]:
     text = unicodedata.normalize("NFKC", text).casefold()
     found = [d for d in [*_absolute(text, today), *_relative(text, today)] if d is not None]
     return list(dict.fromkeys(found))
+
+
+_EN_PERIOD = re.compile(r"\b(last|this) (week|month|year)\b|\b(?:since|from) (monday|tuesday|wednesday|thursday|"
+                        r"friday|saturday|sunday)\b|\bin (january|february|march|april|may|june|july|august|"
+                        r"september|october|november|december)\b")
+_ZH_PERIOD = re.compile(r"(上上|上|这|本)\s*(?:个)?\s*(周|星期|礼拜|月)|(去年|今年|前年)|"
+                        r"(\d{1,2}|[一二三四五六七八九十]{1,2})\s*月(?:份)?(?!\s*\d)")
+_ZH_MONTH = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10, "十一": 11,
+             "十二": 12}
+
+
+def _month_start(today: date, back: int) -> date:
+    month = today.year * 12 + today.month - 1 - back
+    return date(month // 12, month % 12 + 1, 1)
+
+
+def _period_start(text: str, today: date) -> list[date]:
+    """The first day of a named past period: "last month" (its first day), "this week" (its Monday),
+    "in March" (the latest March begun by today), 上个月, 去年, 三月."""
+    found: list[date] = []
+    monday = today - timedelta(days=today.weekday())
+    for which, unit, since_day, month in _EN_PERIOD.findall(text):
+        if since_day:
+            day = monday + timedelta(days=_WEEKDAYS.index(since_day))
+            found.append(day if day <= today else day - timedelta(days=7))
+        elif month:
+            number = _MONTHS[month]
+            found.append(date(today.year if number <= today.month else today.year - 1, number, 1))
+        elif unit == "week":
+            found.append(monday - timedelta(days=7 if which == "last" else 0))
+        elif unit == "month":
+            found.append(_month_start(today, 1 if which == "last" else 0))
+        else:
+            found.append(date(today.year - (1 if which == "last" else 0), 1, 1))
+    for which, unit, year, month in _ZH_PERIOD.findall(text):
+        back = {"上上": 2, "上": 1, "这": 0, "本": 0}.get(which, 0)
+        if year:
+            found.append(date(today.year - {"去年": 1, "今年": 0, "前年": 2}[year], 1, 1))
+        elif month:
+            number = int(month) if month.isdigit() else _ZH_MONTH.get(month, 0)
+            if 1 <= number <= 12:
+                found.append(date(today.year if number <= today.month else today.year - 1, number, 1))
+        elif unit == "月":
+            found.append(_month_start(today, back))
+        else:
+            found.append(monday - timedelta(days=7 * back))
+    return found
+
+
+def change_day(text: str, today: date) -> date | None:
+    """The day a statement says its change happened ("I moved to Lisbon last month": the first of last
+    month; "two weeks ago"; 上个月; "on 3 March"), when it names one not after `today`; else None."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    try:
+        days = [*_absolute(text, today), *[d for d in _relative(text, today) if d is not None],
+                *_period_start(text, today)]
+    except (OverflowError, ValueError):
+        return None
+    past = [d for d in days if d <= today]
+    return min(past) if past else None

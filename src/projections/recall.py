@@ -330,6 +330,20 @@ class RecallProjection(ViewProjection):
                 rows.plain[(memory_id, e.revision)] = (sealed, e.text)
         self._refresh(rows, memory_id, key)
 
+    def on_EvidenceAdded(self, curs: Cursor[Any], rows: _Rows, e: Memory.EvidenceAdded, t: Tracking) -> None:
+        """The same thing said again: the memory's evidence, and its current revision's, gain the quote."""
+        memory_id = e.originator_id
+        key = self.keys.get(memory_id) if e.evidence is not None else None
+        memory = rows.memories.get(memory_id)
+        if memory is None or key is None:
+            return
+        sealed = seal_for_view(key, memory_id, "evidence", e.evidence)
+        rows.memories[memory_id] = {**memory, "sealed_evidence": sealed, "updated_at": e.timestamp}
+        revs = rows.revs(memory_id)
+        if revs:
+            latest = max(revs)
+            revs[latest] = {**revs[latest], "sealed_evidence": sealed}
+
     def on_Forgotten(self, curs: Cursor[Any], rows: _Rows, e: Memory.Forgotten, t: Tracking) -> None:
         answering = [r for r in rows.revs(e.originator_id).values() if r["is_answer"]]
         if answering and e.originator_id in rows.memories:

@@ -6,6 +6,7 @@ from typing import Any
 
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
+from psycopg.types.json import Jsonb
 
 from engram.adapters.keystore import KeyStore
 from engram.adapters.view_cipher import seal_for_view
@@ -25,6 +26,8 @@ CREATE TABLE IF NOT EXISTS engram_candidates (
     review text NOT NULL,
     sealed_text bytea,
     sealed_evidence bytea,
+    sealed_context bytea,            -- the sentence or two around the quote, under the memory's key
+    relation jsonb,                  -- {"kind": "duplicate"|"update", "memory_id"}: no text (ADR 0041)
     proposed_at timestamptz NOT NULL,
     expires_at timestamptz
 );
@@ -52,18 +55,27 @@ class ReviewProjection(ViewProjection):
             key = self.keys.get(event.originator_id) if event.text is not None else None
             if key is None:
                 return  # already forgotten: nothing to review
+            context = getattr(event, "context", None)
+            relation = getattr(event, "relation", None)
             curs.execute(
                 "INSERT INTO engram_candidates (memory_id, company, person, visibility, team, sealed_source, review, "
-                "sealed_text, sealed_evidence, proposed_at, expires_at) "
-                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
+                "sealed_text, sealed_evidence, sealed_context, relation, proposed_at, expires_at) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
                 (
                     event.originator_id, event.company, event.person, event.visibility, event.team,
                     seal_for_view(key, event.originator_id, "source", event.source), event.review,
                     seal_for_view(key, event.originator_id, "text", event.text),
                     seal_for_view(key, event.originator_id, "evidence", event.evidence),
-                    event.timestamp, event.expires_at,
+                    seal_for_view(key, event.originator_id, "context", context) if context else None,
+                    Jsonb(relation) if relation else None, event.timestamp, event.expires_at,
                 ),
             )
+        elif isinstance(event, Memory.EvidenceAdded):  # the same thing said again: one candidate, every quote
+            key = self.keys.get(event.originator_id) if event.evidence is not None else None
+            if key is not None:
+                curs.execute("UPDATE engram_candidates SET sealed_evidence = %s WHERE memory_id = %s",
+                             (seal_for_view(key, event.originator_id, "evidence", event.evidence),
+                              event.originator_id))
         elif isinstance(event, Memory.Confirmed):
             curs.execute("DELETE FROM engram_candidates WHERE memory_id = %s", (event.originator_id,))
         elif isinstance(event, (Memory.Forgotten, Memory.Rejected, Memory.Expired)):

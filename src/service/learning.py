@@ -13,7 +13,7 @@ from engram.adapters.extractors import Extractor, ExtractorError
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, Forbidden, MemoryForgotten, NotFound
 from engram.domain.evidence import Source
-from engram.domain.extraction import Proposal, accept_proposals
+from engram.domain.extraction import Proposal, accept_proposals, context_of
 from engram.domain.memory import NORMAL
 from engram.domain.receipt import (
     DEFERRED,
@@ -288,10 +288,12 @@ class LearningService:
         cid = candidate_uuid(receipt.id, p.quote, p.text)
         caller = Caller(receipt.company, receipt.person, "user")
         try:
-            self.memories.propose(
+            made = self.memories.propose(
                 caller, text=p.text, quote=p.quote, source=receipt.source or {}, occurred_at=receipt.occurred_at,
                 visibility=receipt.visibility, team=receipt.team, review=NORMAL, id=cid, receipt=str(receipt.id),
+                context=context_of(receipt.text or "", p.quote),
             )
+            return str(made["id"])  # its own, or the pending candidate it was folded into
         except Conflict:
             pass  # created by an earlier attempt
         except MemoryForgotten:

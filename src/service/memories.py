@@ -12,23 +12,27 @@ import hmac
 import json
 import os
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any, cast
 from uuid import UUID, uuid4
 
 from engram.adapters.blind_index import BlindIndex
+from engram.adapters.view_cipher import unseal_from_view
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, MemoryForgotten, NotFound, SensitiveAckRequired, SourceRevoked
 from engram.domain.evidence import Evidence, Source
-from engram.domain.memory import CONFIRMED, FORGOTTEN, NORMAL, SENSITIVE, Memory, check_tags
+from engram.domain.memory import CONFIRMED, FORGOTTEN, NORMAL, PENDING, SENSITIVE, Memory, check_tags
 from engram.domain.receipt import Receipt
+from engram.domain.relation import DUPLICATE
 from engram.domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, refuse_secrets
 from engram.domain.scope import Caller, Scope
 from engram.domain.text import validate_text
+from engram.domain.when import change_day
 
 from .ledger import Ledger
 from .links import MemoryLinks
 from .ports import MemoryQueries, PurgeReports
+from .relations import Relations
 from .views import (
     candidate_of,
     candidate_of_row,
@@ -52,7 +56,7 @@ class MemoryService:
     def __init__(self, ledger: Ledger, queries: MemoryQueries, index: BlindIndex, purge: PurgeReports, *,
                  policy: ContentPolicy | None = None, max_text_bytes: int = 8192,
                  candidate_ttl: timedelta = timedelta(days=30), links: MemoryLinks | None = None,
-                 remember_key: Callable[[str], bytes] | None = None) -> None:
+                 remember_key: Callable[[str], bytes] | None = None, relations: Relations | None = None) -> None:
         self.ledger = ledger
         self.keys = ledger.keys
         self.clock = ledger.clock
@@ -66,6 +70,7 @@ class MemoryService:
         self.remember_key = remember_key or (
             lambda company: hmac.new(secret, company.encode(), hashlib.sha256).digest())
         self.links = links
+        self.relations = relations  # duplicates folded, updates offered (ADR 0041); None: every text is new
 
     # -- plumbing ------------------------------------------------------------
 
@@ -108,6 +113,7 @@ class MemoryService:
         access = self._holder(caller)
         self._text(text)
         tags = check_tags(tags)
+        imported = id is not None
         if id is None:
             id = self.remembered_id(caller, source, text)
             first = self._first(access, id)
@@ -122,6 +128,11 @@ class MemoryService:
             access.require_restricted_scope(team, origin.id)
         evidence = [Evidence.quoted(text, text, origin, occurred_at or now).as_dict()]
         actor = actor or caller.bot or caller.person
+        if verdict != SENSITIVE_CONTENT and self.relations is not None and not imported:
+            repeated = self._repeated(access, Scope(caller.company, caller.person, visibility, team, origin.id),
+                                      text, evidence, actor)
+            if repeated is not None:
+                return repeated
         try:
             if verdict == SENSITIVE_CONTENT:
                 candidate = self._create(Memory.propose, caller, source=origin.as_dict(), visibility=visibility,
@@ -138,6 +149,28 @@ class MemoryService:
                 raise
             return first
         return memory_of(memory)
+
+    def _repeated(self, access: Access, scope: Scope, text: str, evidence: list[dict[str, Any]],
+                  actor: str) -> dict[str, Any] | None:
+        """A remember of what a confirmed memory in the same scope already says: that memory, its
+        evidence extended with this quote, marked `existing`; None when it says something new."""
+        assert self.relations is not None
+        related = self.relations.confirmed(access, scope, text)
+        if related is None or related["kind"] != DUPLICATE:
+            return None
+        for _attempt in range(3):
+            memory = self.ledger.get(UUID(related["memory_id"]), Memory)
+            if memory is None or memory.status != CONFIRMED:
+                return None
+            try:
+                if memory.add_evidence(evidence, receipt=None, actor=actor, at=self.clock.now()):
+                    self.ledger.save(memory)
+            except Conflict:
+                continue  # changed meanwhile: judged again on what it is now
+            except MemoryForgotten:
+                return None
+            return {**memory_of(memory), "existing": True}
+        return None
 
     def _first(self, access: Access, memory_id: UUID) -> dict[str, Any] | None:
         """The memory a repeated remember stored the first time (a candidate if it was held for
@@ -161,33 +194,108 @@ class MemoryService:
                 occurred_at: datetime | None, visibility: str = "general", team: str | None = None,
                 review: str = NORMAL, id: UUID | None = None, receipt: str | None = None,
                 valid_from: datetime | None = None, valid_to: datetime | None = None,
-                actor: str = "engram") -> dict[str, Any]:
-        """A candidate, for the person to review. Learning from receipts and imports build on this."""
+                actor: str = "engram", context: str | None = None) -> dict[str, Any]:
+        """A candidate, for the person to review. Learning from receipts and imports build on this.
+        One that says what a pending candidate already says is folded into it (its quote joins that
+        one's evidence); one that repeats or changes a confirmed memory carries that `relation`."""
         Access(caller).require_holder()
         self._text(text)
         if refuse_secrets(self.policy, text, quote) == SENSITIVE_CONTENT:
             review = SENSITIVE
         now = self.clock.now()
         origin = Source.of(source)
+        evidence = [Evidence(quote, origin, occurred_at or now).as_dict()]
+        relation = None
+        if self.relations is not None and (id is None or self.ledger.get(id, Memory) is None):
+            access = self.ledger.access(caller)
+            scope = Scope(caller.company, caller.person, visibility, team, origin.id)
+            twin = self.relations.pending_twin(access, scope, text)
+            folded = self._fold(twin, evidence, receipt, actor) if twin is not None else None
+            if folded is not None:
+                return folded
+            relation = self.relations.confirmed(access, scope, text)
         memory = self._create(
             Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
-            evidence=[Evidence(quote, origin, occurred_at or now).as_dict()],
-            review=review, expires_at=now + self.candidate_ttl, actor=actor, at=now, id=id, receipt=receipt,
-            valid_from=valid_from, valid_to=valid_to,
+            evidence=evidence, review=review, expires_at=now + self.candidate_ttl, actor=actor, at=now, id=id,
+            receipt=receipt, valid_from=valid_from, valid_to=valid_to, relation=relation, context=context,
         )
         return candidate_of(memory)
 
+    def _fold(self, twin: UUID, evidence: list[dict[str, Any]], receipt: str | None,
+              actor: str) -> dict[str, Any] | None:
+        """The same thing said again while its first candidate waits: one candidate, every quote its
+        evidence. None when that candidate was closed meanwhile (then this one stands alone)."""
+        for _attempt in range(3):
+            memory = self.ledger.get(twin, Memory)
+            if memory is None or memory.status != PENDING:
+                return None
+            try:
+                if memory.add_evidence(evidence, receipt=receipt, actor=actor, at=self.clock.now()):
+                    self.ledger.save(memory)
+            except Conflict:
+                continue
+            except MemoryForgotten:
+                return None
+            return candidate_of(memory)
+        return None
+
     def confirm(self, caller: Caller, memory_id: str, *, text: str | None, acknowledge_sensitive: bool) -> dict[str, Any]:
         Access(caller).require_reviewer()
-        memory = self._load(self._holder(caller), memory_id)
+        access = self._holder(caller)
+        memory = self._load(access, memory_id)
         if text is not None:
             self._text(text)
             if refuse_secrets(self.policy, text) == SENSITIVE_CONTENT and not acknowledge_sensitive:
                 raise SensitiveAckRequired("the edited text is sensitive; confirm with acknowledge_sensitive: true")
+        target = self._related_target(access, memory)
+        if target is not None:
+            return self._confirm_into(memory, target, text=text, acknowledge_sensitive=acknowledge_sensitive,
+                                      actor=caller.bot or caller.person)
         memory.confirm(text=text, acknowledge_sensitive=acknowledge_sensitive,
                        actor=caller.bot or caller.person, at=self.clock.now())
         self.ledger.save(memory)
         return memory_of(memory)
+
+    def _related_target(self, access: Access, candidate: Memory) -> Memory | None:
+        """The confirmed memory a pending candidate repeats or updates, while it still is one the person
+        may use; None otherwise (then confirming makes a memory of its own)."""
+        relation = getattr(candidate, "relation", None)
+        if candidate.status != PENDING or not relation:
+            return None
+        target = self.ledger.get(_parse_uuid(relation["memory_id"]), Memory)
+        if target is None or target.status != CONFIRMED or not access.may_use(target.scope):
+            return None
+        return target
+
+    def _confirm_into(self, candidate: Memory, target: Memory, *, text: str | None, acknowledge_sensitive: bool,
+                      actor: str) -> dict[str, Any]:
+        """Confirming a duplicate extends the memory's evidence; confirming an update corrects it (its
+        text and evidence, valid from when the message says the change happened, else from when it was
+        said). Either way the candidate ends, purged like a rejected one, in the same transaction."""
+        now = self.clock.now()
+        quotes = list(candidate.evidence or [])
+        candidate.merge_into(target, acknowledge_sensitive=acknowledge_sensitive, actor=actor, at=now)
+        if candidate.relation and candidate.relation["kind"] == DUPLICATE and text is None:
+            target.add_evidence(quotes, receipt=None, actor=actor, at=now)
+        else:
+            new_text = text if text is not None else candidate.current["text"]
+            target.correct(text=new_text, valid_from=self._changed_at(quotes, new_text), valid_to=None, reason=None,
+                           actor=actor, at=now, evidence=quotes)
+        self._save_closing(candidate, "reject", also=[target])
+        return memory_of(target)
+
+    @staticmethod
+    def _changed_at(quotes: list[dict[str, Any]], text: str) -> datetime | None:
+        """When an update took effect: the day its message names ("last month": its first day), read
+        against when it was said; else when it was said."""
+        said = next((q for q in quotes if q.get("occurred_at") is not None), None)
+        if said is None:
+            return None
+        at = said["occurred_at"]
+        if isinstance(at, str):
+            at = datetime.fromisoformat(at)
+        day = change_day(f"{said.get('quote') or ''} {text}", at.date())
+        return datetime.combine(day, time(), at.tzinfo) if day is not None else at
 
     def reject(self, caller: Caller, memory_id: str) -> dict[str, Any]:
         Access(caller).require_reviewer()
@@ -196,19 +304,22 @@ class MemoryService:
         self._save_closing(memory, "reject")  # a rejected candidate is purged like a forgotten one
         return {"id": str(memory.id), "status": memory.status, "purge_id": memory.purge_id}
 
-    def _save_closing(self, memory: Memory, kind: str, **fields: Any) -> None:
+    def _save_closing(self, memory: Memory, kind: str, also: list[Memory] | None = None, **fields: Any) -> None:
         """Save a memory's closing event (forgotten, rejected, expired) together with its tombstone,
-        its key's destruction and, when a receipt produced it, the clearing of that receipt's text:
-        one transaction, so the memory is either still whole or gone in every copy we hold."""
+        its key's destruction and, for each receipt its quotes came from, the clearing of that receipt's
+        text: one transaction, so the memory is either still whole or gone in every copy we hold.
+        `also`: memories changed with it (the one a candidate was folded into)."""
         shreds = [self.ledger.shred(kind, memory.id, memory.company, person=memory.person, **fields)]
-        receipt = self.ledger.get(UUID(memory.receipt), Receipt) if memory.receipt else None
-        if receipt is not None and not receipt.cleared:
-            why = "memory_forgotten" if kind == "forget" else f"candidate_{kind}"
-            receipt.clear_payload(why, self.clock.now())
-            shreds.append(self.ledger.shred("receipt_cleared", receipt.id, receipt.company, why=why))
-            self.ledger.save(receipt, memory, shreds=shreds)  # the payload is cleared before the forget
-        else:
-            self.ledger.save(memory, shreds=shreds)
+        why = "memory_forgotten" if kind == "forget" else f"candidate_{kind}"
+        receipts = []
+        for rid in memory.receipts:
+            receipt = self.ledger.get(UUID(rid), Receipt)
+            if receipt is not None and not receipt.cleared:
+                receipt.clear_payload(why, self.clock.now())
+                shreds.append(self.ledger.shred("receipt_cleared", receipt.id, receipt.company, why=why))
+                receipts.append(receipt)
+        # the payloads are cleared before the forget
+        self.ledger.save(*receipts, memory, *(also or []), shreds=shreds)
 
     def _shred_closed_candidate(self, memory: Memory, kind: str) -> None:
         """Finish a candidate closed before its key was destroyed in the same transaction (databases
@@ -377,7 +488,10 @@ class MemoryService:
         for row in self.queries.candidates(company=caller.company, person=caller.person):
             row = opened(self.keys, row)
             if access.may_use(row_scope(row)):
-                items.append(candidate_of_row(row, *unsealed(self.keys, row)))
+                text, evidence = unsealed(self.keys, row)
+                context = unseal_from_view(row["key"], row["memory_id"], "context", row["sealed_context"]) \
+                    if row["key"] and row.get("sealed_context") else None
+                items.append(candidate_of_row(row, text, evidence, context))
         return {"items": items}
 
     def forget_status(self, caller: Caller, forget_id: str) -> dict[str, Any]:

@@ -101,6 +101,17 @@ class Fusion:
         return min(1.0, best + (self.both * min(words, meaning) if meaning is not None else 0.0))
 
 
+def visible_filters(access: Access, index: BlindIndex, as_of: datetime, tags: list[str] | None = None) -> dict[str, Any]:
+    """What the recall view's searches filter on for this caller: their memories in their current
+    scope, valid at `as_of`, holding all of `tags`."""
+    caller, grants = access.caller, access.grants
+    return {"company": caller.company, "person": caller.person, "as_of": as_of, "teams": sorted(grants.teams),
+            # the views keep source ids blinded (ADR 0019): so are the ones they are compared with
+            "sources": index.sources(caller.company, grants.sources),
+            "revoked": index.sources(caller.company, grants.revoked_sources),
+            "tags": index.tags(caller.company, tags or [])}
+
+
 class RecallService:
     def __init__(self, ledger: Ledger, queries: RecallQueries, index: BlindIndex,
                  semantic: SemanticIndex | None = None, *, max_text_bytes: int = 8192,
@@ -136,13 +147,7 @@ class RecallService:
             return {**empty, "paused": True}
         if not access.may_read:  # a removed bot finds nothing
             return empty
-        grants = access.grants
-        filters: dict[str, Any] = {"company": caller.company, "person": caller.person, "as_of": as_of or self.ledger.clock.now(),
-                   "teams": sorted(grants.teams),
-                   # the views keep source ids blinded (ADR 0019): so are the ones they are compared with
-                   "sources": self.index.sources(caller.company, grants.sources),
-                   "revoked": self.index.sources(caller.company, grants.revoked_sources),
-                   "tags": self.index.tags(caller.company, tags)}
+        filters = visible_filters(access, self.index, as_of or self.ledger.clock.now(), tags)
         # the question's embedding runs on the model's threads while Hindsight and the words are asked
         started = self.meaning.start(query) if self.meaning is not None and query.strip() else None
         hints, degraded = self._hints(access, query)

@@ -79,22 +79,26 @@ def memory_of_row(row: dict[str, Any], text: str | None, evidence: list[Any],
 
 def candidate_document(*, id: Any, text: str | None, status: str, review: str, visibility: str, team: str | None,
                        source: dict[str, Any] | None, evidence: list[Any], proposed_at: datetime,
-                       expires_at: datetime | None) -> dict[str, Any]:
+                       expires_at: datetime | None, context: str | None,
+                       relation: dict[str, str] | None) -> dict[str, Any]:
     return {"id": str(id), "text": text, "status": status, "review": review, "visibility": visibility,
-            "team": team, "source": source, "evidence": evidence, "proposed_at": proposed_at,
-            "expires_at": expires_at}
+            "team": team, "source": source, "evidence": evidence, "context": context, "relation": relation,
+            "proposed_at": proposed_at, "expires_at": expires_at}
 
 
 def candidate_of(m: Memory) -> dict[str, Any]:
     return candidate_document(
         id=m.id, text=m.current["text"], status=m.status, review=m.review, visibility=m.visibility, team=m.team,
         source=m.source, evidence=m.evidence or [], proposed_at=m.created_on, expires_at=m.expires_at,
+        context=getattr(m, "context", None), relation=getattr(m, "relation", None),
     )
 
 
-def candidate_of_row(row: dict[str, Any], text: str | None, evidence: list[Any]) -> dict[str, Any]:
+def candidate_of_row(row: dict[str, Any], text: str | None, evidence: list[Any],
+                     context: str | None = None) -> dict[str, Any]:
     return candidate_document(
         id=row["memory_id"], text=text, status="pending_review", review=row["review"],
         visibility=row["visibility"], team=row["team"], source=row["source"], evidence=evidence,
-        proposed_at=row["proposed_at"], expires_at=row["expires_at"],
+        proposed_at=row["proposed_at"], expires_at=row["expires_at"], context=context,
+        relation=row.get("relation"),
     )

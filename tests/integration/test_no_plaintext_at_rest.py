@@ -11,7 +11,7 @@ SECRETS = [
     "my locker code is tangerine-9182",
     "我的猫叫小笼包九四三",
     "Always book the window seat for okapi7730",  # these two repeat one instruction: an insight
-    "okapi7730 should always book the window seat",
+    "okapi7730 should always book the window seat on trains",
 ]
 NEEDLES = [b"quokka5521", b"tangerine-9182", "小笼包九四三".encode(), b"aisle seat", b"okapi7730"]
 

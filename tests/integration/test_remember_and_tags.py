@@ -21,14 +21,17 @@ def test_the_same_text_from_the_same_message_is_stored_once(engram, client) -> N
     again = remember(client, "I take the 7:42 train to work")
     assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
     assert "existing" not in again.json()  # an internal mark, never answered
-    # another message, another text or another person: new memories
-    assert remember(client, "I take the 7:42 train to work", {**SOURCE, "message_id": "m-42"}).status_code == 201
+    # the same text from another message: the same memory, its evidence extended (API.md "Capture")
+    other = remember(client, "I take the 7:42 train to work", {**SOURCE, "message_id": "m-42"})
+    assert other.status_code == 200 and other.json()["id"] == first.json()["id"]
+    assert [e["source"]["message_id"] for e in other.json()["evidence"]] == [SOURCE["message_id"], "m-42"]
+    # another text or another person: new memories
     assert remember(client, "I take the 7:45 train to work").status_code == 201
     bob = client.post("/v1/memories", headers=auth(user="bob"),
                       json=remember_body("I take the 7:42 train to work", source=SOURCE))
     assert bob.status_code == 201 and bob.json()["id"] != first.json()["id"]
     listed = client.get("/v1/memories", headers=auth()).json()["items"]
-    assert len(listed) == 3
+    assert len(listed) == 2
     # forgotten, then sent again (a late retry): nothing new; the answer says it is forgotten
     assert client.post(f"/v1/memories/{first.json()['id']}/forget", headers=auth()).status_code == 202
     late = remember(client, "I take the 7:42 train to work")

@@ -148,3 +148,33 @@ def test_quotes_are_exact_slices_and_the_same_every_time(text: str) -> None:
 def test_every_quote_of_the_labelled_set_is_an_exact_slice_and_asks_nothing() -> None:
     for m in MESSAGES:
         assert all(q in m.text and "?" not in q and "？" not in q for q in quotes(m.text)), m.id
+
+
+def pairs(text: str) -> list[tuple[str, str]]:
+    return [(p.text, p.quote) for p in RULES.extract(text).proposals]
+
+
+def test_a_memory_that_leans_on_words_before_it_says_them_and_keeps_its_own_quote() -> None:
+    assert pairs("My new manager is Tom, he started Monday.") == [
+        ("My new manager is Tom", "My new manager is Tom"),
+        ("My new manager is Tom, he started Monday", "he started Monday.")]
+    assert pairs("I hate cilantro. Please never put it in my food.") == [
+        ("I hate cilantro", "I hate cilantro."), ("I hate cilantro. Please never put it in my food",
+                                                 "Please never put it in my food.")]
+    assert pairs("我妹妹下周来杭州。她住三天。")[1] == ("我妹妹下周来杭州。她住三天", "她住三天。")
+    # a time word is not a pronoun, and nothing before the start of a message can be leaned on
+    assert pairs("这个周末要去苏州看外婆。") == [("这个周末要去苏州看外婆", "这个周末要去苏州看外婆。")]
+    assert pairs("She hates surprises, so no surprise party for my mom.")[0] == ("She hates surprises", "She hates surprises")
+
+
+def test_a_models_leaning_text_is_given_its_referent_and_a_standing_one_is_kept() -> None:
+    from engram.adapters.extractors import standing
+    from engram.domain.extraction import Proposal
+
+    message = "Luis is my landlord and he only answers texts."
+    assert standing(message, Proposal("he only answers texts", "he only answers texts")) == Proposal(
+        "Luis is my landlord and he only answers texts", "he only answers texts")
+    kept = Proposal("Landlord Luis only answers texts", "he only answers texts")
+    assert standing(message, kept) == kept
+    assert standing("He only answers texts.", Proposal("He only answers texts", "He only answers texts")).text \
+        == "He only answers texts"

@@ -1,0 +1,175 @@
+"""Duplicates folded and updates offered as corrections (API.md "Review" and "Capture", ADR 0041), through
+the HTTP API on a real PostgreSQL with the rule extractor: the same thing said twice is one candidate with
+both quotes; a remember of what a confirmed memory says extends that memory; a candidate that changes a
+confirmed memory carries `relation: update`, and confirming it corrects that memory with valid time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from engram.domain.receipt import Receipt, receipt_uuid
+
+from helpers import auth, remember_body
+
+ALICE = auth()
+NOW = datetime.now(UTC)
+
+
+def say(client: Any, engram: Any, rid: str, text: str, at: datetime = NOW, chat: str = "chat-1") -> dict[str, Any]:
+    r = client.post("/v1/receipts", headers=ALICE, json={
+        "receipt_id": rid, "author": "user", "text": text, "occurred_at": at.isoformat(),
+        "source": {"kind": "chat", "id": chat, "message_id": rid}})
+    assert r.status_code == 202, r.text
+    while engram.learning.work():
+        pass
+    got = client.get(f"/v1/receipts/{rid}", headers=ALICE).json()
+    assert got["state"] == "done", got
+    return got
+
+
+def candidates(client: Any) -> list[dict[str, Any]]:
+    return client.get("/v1/candidates", headers=ALICE).json()["items"]
+
+
+def remember(client: Any, text: str, message: str, at: datetime | None = None) -> Any:
+    body = remember_body(text, source={"kind": "chat", "id": "chat-1", "message_id": message})
+    if at is not None:
+        body["occurred_at"] = at.isoformat()
+    return client.post("/v1/memories", headers=ALICE, json=body)
+
+
+def recall(client: Any, query: str, as_of: datetime | None = None) -> list[dict[str, Any]]:
+    body: dict[str, Any] = {"query": query}
+    if as_of is not None:
+        body["as_of"] = as_of.isoformat()
+    return client.post("/v1/recall", headers=ALICE, json=body).json()["items"]
+
+
+def test_the_same_thing_said_twice_is_one_candidate_with_both_quotes(engram, client) -> None:
+    first = say(client, engram, "m-1", "I live in Porto.")
+    again = say(client, engram, "m-2", "As I said before, I live in Porto.", chat="chat-2")
+    assert first["candidate_ids"] == again["candidate_ids"] and len(first["candidate_ids"]) == 1
+    [candidate] = candidates(client)
+    assert [e["source"]["message_id"] for e in candidate["evidence"]] == ["m-1", "m-2"]
+    assert [e["quote"] for e in candidate["evidence"]] == ["I live in Porto.", "I live in Porto."]
+    assert candidate["relation"] is None and candidate["context"] == "I live in Porto."
+    say(client, engram, "m-3", "I live in Porto and I like it.")  # more than the same thing: its own candidate
+    assert len(candidates(client)) >= 2
+
+    # rejecting it clears the text of every receipt its quotes came from, at once
+    assert client.post(f"/v1/candidates/{candidate['id']}/reject", headers=ALICE).status_code == 200
+    for rid in ("m-1", "m-2"):
+        assert engram.ledger.get(receipt_uuid("acme", "alice", rid), Receipt).cleared
+
+
+def test_a_remember_of_what_a_confirmed_memory_says_extends_it(engram, client) -> None:
+    made = remember(client, "I prefer tea in the morning", "m-1")
+    assert made.status_code == 201
+    again = remember(client, "As I said, I prefer tea in the morning.", "m-2")
+    assert again.status_code == 200, again.text
+    memory = again.json()
+    assert memory["id"] == made.json()["id"] and memory["revision"] == 1
+    assert [e["source"]["message_id"] for e in memory["evidence"]] == ["m-1", "m-2"]
+    assert len(client.get("/v1/memories", headers=ALICE).json()["items"]) == 1
+    [item] = recall(client, "tea in the morning")
+    assert len(item["evidence"]) == 2 and item["text"] == "I prefer tea in the morning"
+    # another preference on the same topic is a memory of its own
+    assert remember(client, "I prefer coffee in the afternoon", "m-3").status_code == 201
+
+
+def test_a_candidate_repeating_a_confirmed_memory_confirms_into_it(engram, client) -> None:
+    made = remember(client, "My manager is Priya", "m-1").json()
+    say(client, engram, "m-2", "My manager is Priya.")
+    [candidate] = candidates(client)
+    assert candidate["relation"] == {"kind": "duplicate", "memory_id": made["id"]}
+    r = client.post(f"/v1/candidates/{candidate['id']}/confirm", headers=ALICE, json={})
+    assert r.status_code == 200, r.text
+    assert r.json()["id"] == made["id"] and r.json()["revision"] == 1 and len(r.json()["evidence"]) == 2
+    assert candidates(client) == [] and len(client.get("/v1/memories", headers=ALICE).json()["items"]) == 1
+    assert engram.ledger.get(receipt_uuid("acme", "alice", "m-2"), Receipt).cleared  # its quote lives on there
+
+
+def test_an_update_confirmed_corrects_the_memory_with_valid_time(engram, client) -> None:
+    berlin = remember(client, "I live in Berlin", "m-1", at=NOW - timedelta(days=400)).json()
+    say(client, engram, "m-2", "I moved to Lisbon last month.")
+    [candidate] = candidates(client)
+    assert candidate["relation"] == {"kind": "update", "memory_id": berlin["id"]}
+
+    r = client.post(f"/v1/candidates/{candidate['id']}/confirm", headers=ALICE, json={})
+    assert r.status_code == 200, r.text
+    memory = r.json()
+    first_of_last_month = (NOW.replace(day=1) - timedelta(days=1)).replace(day=1).date()
+    assert memory["id"] == berlin["id"] and memory["revision"] == 2
+    assert memory["text"] == "I moved to Lisbon last month"
+    assert datetime.fromisoformat(memory["valid_from"]).date() == first_of_last_month
+    assert [e["source"]["message_id"] for e in memory["evidence"]] == ["m-2"]
+    assert recall(client, "Lisbon")[0]["text"] == "I moved to Lisbon last month"
+    assert recall(client, "Berlin") == []
+    before = recall(client, "Berlin", as_of=NOW - timedelta(days=100))
+    assert [i["text"] for i in before] == ["I live in Berlin"]
+    history = client.get(f"/v1/memories/{berlin['id']}/history", headers=ALICE).json()["events"]
+    assert [e["revision"] for e in history][-1] == 2
+    assert candidates(client) == [] and len(client.get("/v1/memories", headers=ALICE).json()["items"]) == 1
+
+
+def test_rejecting_an_update_leaves_the_memory_as_it_was(engram, client) -> None:
+    made = remember(client, "我住在杭州", "m-1").json()
+    say(client, engram, "m-2", "我上个月搬到了宁波。")
+    [candidate] = candidates(client)
+    assert candidate["relation"] == {"kind": "update", "memory_id": made["id"]}
+    assert client.post(f"/v1/candidates/{candidate['id']}/reject", headers=ALICE).status_code == 200
+    memory = client.get(f"/v1/memories/{made['id']}", headers=ALICE).json()
+    assert memory["text"] == "我住在杭州" and memory["revision"] == 1 and len(memory["evidence"]) == 1
+
+
+def test_an_update_of_a_memory_forgotten_since_confirms_as_its_own(engram, client) -> None:
+    made = remember(client, "My manager is Priya", "m-1").json()
+    say(client, engram, "m-2", "My manager is Tom.")
+    [candidate] = candidates(client)
+    assert candidate["relation"] == {"kind": "update", "memory_id": made["id"]}
+    assert client.post(f"/v1/memories/{made['id']}/forget", headers=ALICE).status_code == 202
+    r = client.post(f"/v1/candidates/{candidate['id']}/confirm", headers=ALICE, json={})
+    assert r.status_code == 200 and r.json()["id"] == candidate["id"] and r.json()["text"] == "My manager is Tom"
+
+
+def test_another_persons_memory_is_never_related(engram, client) -> None:
+    bob = auth(user="bob")
+    body = remember_body("I live in Berlin", source={"kind": "chat", "id": "chat-9", "message_id": "b-1"})
+    assert client.post("/v1/memories", headers=bob, json=body).status_code == 201
+    say(client, engram, "m-1", "I moved to Lisbon last month.")
+    [candidate] = candidates(client)
+    assert candidate["relation"] is None
+    assert remember(client, "I live in Berlin", "m-2").status_code == 201
+
+
+def test_a_models_fragment_becomes_a_candidate_that_stands_on_its_own(settings, database, llm) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.api.bootstrap import Engram
+    from engram.api.http import create_app
+
+    from helpers import SECRET
+
+    message = "Luis is my landlord and he only answers texts."
+    llm.proposals[message] = [{"text": "he only answers texts", "quote": "he only answers texts"}]
+    system = Engram.open(settings.replace(llm_base_url=llm.url, llm_model="test-model"), database=database,
+                         background=False)
+    try:
+        client = TestClient(create_app(system, SECRET))
+        say(client, system, "m-1", message)
+        [candidate] = candidates(client)
+        assert candidate["text"] == "Luis is my landlord and he only answers texts"
+        assert candidate["evidence"][0]["quote"] == "he only answers texts"
+        assert candidate["context"] == message
+    finally:
+        system.close()
+
+
+def test_the_page_shows_the_sentence_with_the_quote_marked_and_what_confirming_does(engram, client) -> None:
+    berlin = remember(client, "I live in Berlin", "m-1").json()
+    say(client, engram, "m-2", "Big news. I moved to Lisbon last month.")
+    page = client.get("/memory", headers=ALICE)
+    assert page.status_code == 200
+    assert "<q>Big news. <mark>I moved to Lisbon last month.</mark></q>" in page.text
+    assert f"/memory/m/{berlin['id']}" in page.text and "This changes" in page.text
