@@ -107,6 +107,16 @@ def misses(scored: list[Scored]) -> tuple[list[Scored], list[Scored]]:
             [s for s in rest if s.row.label == "normal" and s.flagged])
 
 
+def print_misses(scored: list[Scored], show_text: bool) -> None:
+    fn, fp = misses(scored)
+    for name, group in (("false negatives", fn), ("false positives", fp)):
+        print(f"{name} ({len(group)}): {' '.join(s.row.id for s in group) or '-'}")
+        if show_text:
+            for s in group:
+                print(f"    {s.row.id} [{s.kind}] {s.row.text}")
+    print()
+
+
 def _line(name: str, f: Figures) -> str:
     return (f"{name:<24} precision {f.precision:.3f}  recall {f.recall:.3f}  F1 {f.f1:.3f}   "
             f"tp {f.tp:>3} fp {f.fp:>3} fn {f.fn:>3} tn {f.tn:>3}")
@@ -138,23 +148,62 @@ def report(title: str, scored: list[Scored], show_text: bool) -> None:
     print(_line("hard cases", figures(hard)))
     refused, total, wrongly = secret_figures(scored)
     print(f"secrets refused {refused}/{total}; other sentences refused as secrets: {len(wrongly)} {wrongly}")
-    fn, fp = misses(scored)
-    for name, group in (("false negatives", fn), ("false positives", fp)):
-        print(f"{name} ({len(group)}): {' '.join(s.row.id for s in group) or '-'}")
-        if show_text:
-            for s in group:
-                print(f"    {s.row.id} [{s.kind}] {s.row.text}")
-    print()
+    print_misses(scored, show_text)
+
+
+EVERYDAY = Path(__file__).resolve().parent / "data" / "everyday"
+EVERYDAY_SPLITS = ("tune", "final")
+
+
+def load_everyday(split: str) -> list[Row]:
+    """Everyday chat turns (bench/data/everyday/README.md): mostly ordinary, a few the speaker's own or a
+    named person's sensitive facts, as they come up in conversation."""
+    rows: list[Row] = []
+    for path in sorted(EVERYDAY.glob(f"{split}_*.tsv")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            id_, _conversation, label, category, text = line.split("\t")
+            rows.append(Row(id_, id_.split("-")[0], label, category, False, text))
+    return rows
+
+
+def report_everyday(title: str, scored: list[Scored], show_text: bool) -> None:
+    """What a person sees of it: the share of all turns held for a sensitive review (target at most 0.5%)
+    and how many of them should not have been, beside the sensitive turns found."""
+    f = figures(scored)
+    held = f.tp + f.fp
+    print(f"== everyday {title}: {len(scored)} turns "
+          f"({sum(s.row.lang == 'en' for s in scored)} en, {sum(s.row.lang == 'zh' for s in scored)} zh; "
+          f"{f.tp + f.fn} sensitive)")
+    print(f"held {held} of {len(scored)} turns ({100 * held / max(len(scored), 1):.2f}%); wrongly held {f.fp} "
+          f"({100 * f.fp / max(len(scored), 1):.2f}% of turns)")
+    print(_line("overall", f))
+    for lang in ("en", "zh"):
+        group = [s for s in scored if s.row.lang == lang]
+        g = figures(group)
+        print(_line(f"  {lang}", g) + f"   held {100 * (g.tp + g.fp) / max(len(group), 1):.2f}%")
+    print("wrongly held by labelled category:")
+    for cat in sorted({s.row.category for s in scored if s.row.label == "normal"}):
+        group = [s for s in scored if s.row.label == "normal" and s.row.category == cat]
+        print(f"  {cat:<12} {sum(s.flagged for s in group):>3}/{len(group)}")
+    print_misses(scored, show_text)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--everyday", choices=(*EVERYDAY_SPLITS, "all"), default=None,
+                    help="the everyday chat turns instead (bench/data/everyday): the share held for review")
     ap.add_argument("--split", choices=(*SPLITS, "all"), default=None,
                     help="one split only (default: each split, then all)")
     ap.add_argument("--show-text", action="store_true", help="print misclassified sentences' text too")
     args = ap.parse_args()
     rules = ContentRules()
     rules.classify("warm-up")  # the first call imports detect-secrets
+    if args.everyday:
+        for split in EVERYDAY_SPLITS if args.everyday == "all" else (args.everyday,):
+            report_everyday(split, score(load_everyday(split), rules), args.show_text)
+        return
     for split in (args.split,) if args.split else (*SPLITS, "all"):
         rows = load(split)
         start = time.perf_counter()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-HEALTH, FINANCE, IDENTITY, CONTACT = "health", "finance", "identity", "contact"
+HEALTH, FINANCE, IDENTITY, CONTACT, PRIVATE = "health", "finance", "identity", "contact", "private_life"
 
 # -- context ----------------------------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ _BUSINESS_EN = re.compile(
 _BUSINESS_ZH = re.compile(
     r"^[^，。,.;；!?！？]{0,4}?(?:功能|系统|模块|接口|页面|项目|平台|App|APP|app|应用|产品|客户|行业|排程|排期|计算器|审批|"
     r"提醒|导出|发放|库存|对接|模型|软件|网站|机构|公司|连锁|字段|报表|市场|小程序|服务商|供应商|数据|查询|"
-    r"组织|基金会|协会|学会|公益|一列|那列|这列|栏位|医院|诊所|中心|馆|工作室|品牌)"
+    r"组织|基金会|协会|学会|公益|一列|那列|这列|栏位|医院|诊所|中心|馆|工作室|品牌|利率|政策|行情|信息)"
 )
 _SIMILE_EN = re.compile(r"\b(?:like|as if|as though|kind of|sort of)\s+(?:\w+\s+){0,2}$", re.IGNORECASE)
 _SIMILE_ZH = re.compile(r"(?:像|好比|如同|仿佛|似的|宛如)[^，。,.]{0,8}$")
@@ -79,13 +79,26 @@ _IDIOMS = re.compile(
     r"\b(?:technical|tech|design|code)\s+debt|\bdebt\s+(?:of\s+gratitude)|"
     r"\b(?:great|economic|tropical)\s+depression|\bdepression\s+in\s+the\b|"
     r"\bretail\s+therapy|\bpregnant\s+(?:pause|silence)|\ba\s+stroke\s+of\b|\bsober(?:ing)?\s+(?:look|assessment|reminder)|"
-    r"\b(?:is|was|are)\s+(?:my|our|his|her|the\s+best)\s+(?:kind\s+of\s+|form\s+of\s+)?therapy|"
+    r"\b(?:is|was|are|'s)\s+(?:\w+\s+){0,2}(?:my|our|his|her|the\s+best)\s+(?:kind\s+of\s+|form\s+of\s+)?therapy|"
+    r"\b(?:work|hard\s+work|effort|efforts|practice|patience|training|gamble|risk|it\s+all|everything|that|it)\s+"
+    r"(?:\w+\s+)?(?:paid|pays|paying|has\s+paid|finally\s+paid)\s+off|"
+    r"\b(?:work(?:s|ed|ing)?|careers?|jobs?|studying|study|studies|degree|course|volunteer(?:s|ed|ing)?|charit(?:y|ies)|"
+    r"awareness|policy|campaigns?|specialise|specialize)\s+(?:\w+\s+){0,2}(?:in|on|for|about|with)\s+mental\s+health|"
+    r"\bmental\s+health\s+(?:awareness|services?|charit(?:y|ies)|nurse|nursing|team|policy|week|day|month|first\s+aid|"
+    r"support\s+workers?|sector|field|careers?|apps?|professionals?|training|workshop)|"
+    r"\b(?:warms?|warmed|warming|melts?|melted|stole|stolen|steals?|broke|breaks?|broken|poured|pours?|pouring|"
+    r"capture[ds]?|won)\s+(?:\w+\s+)?(?:my|his|her|their|our)\s+hearts?|\b(?:my|his|her|our)\s+heart\s+(?:is|was|'s)\s+"
+    r"(?:so\s+|just\s+|really\s+)?(?:full|melting|broken|in\s+it|set\s+on)|\bheart\s+(?:goes|went)\s+out|"
+    r"\bfrom\s+the\s+bottom\s+of\s+(?:my|our)\s+heart|\b(?:owe|owes|owed)\s+(?:you|me|him|her|them|us)\s+"
+    r"(?:one|a\s+(?:coffee|drink|beer|pint|lunch|dinner|favou?r|round|big\s+one)|an\s+(?:apology|explanation))|"
     r"\b(?:gave|give|gives|giving)\s+(?:me|us|him|her|them|everyone)\s+(?:a\s+)?(?:heart\s+attack|migraine|ulcer)|"
     r"\b(?:nearly|almost)\s+had\s+a\s+heart\s+attack|\b(?:is|was|are|like)\s+a\s+cancer\b|\ba\s+cancer\s+(?:on|in|to)\b|"
     r"\bfell\s+on\s+deaf\s+ears|\bturn(?:ed|ing)?\s+a\s+blind\s+eye|\bblind\s+spots?|\bdouble[\s-]blind|"
     r"\bblind\s+(?:review|test)|\bbitter\s+pill|\bon\s+life\s+support|"
     r"\b(?:articles?|books?|documentar(?:y|ies)|podcasts?|news|papers?|talks?|lectures?|films?|movies?|shows?|"
-    r"episodes?|series|courses?|webinars?)\s+(?:about|on)\s+(?:\w+\s+){0,3}\w+|"
+    r"episodes?|series|courses?|webinars?|pieces?|essays?|stor(?:y|ies)|thesis|dissertation|assignments?|memoirs?|"
+    r"blog\s+posts?|columns?|presentations?|interviews?|chapters?)\s+(?:\w+\s+){0,4}(?:about|on)\s+(?:[\w&]+\s+){0,6}[\w&]+|"
+    r"(?:想做|想当|想从事|从事|学的是|读的是|专业是?|报的是|报考|考研考)[^，。,.]{0,6}(?:心理咨询|心理治疗|心理学|护理|临床|医学|药学)|"
     r"关于[^，。,.]{0,10}(?:文章|书|新闻|报道|纪录片|讲座|研究|课程|视频|论文)|"
     r"\b(?:is|was|works\s+as|worked\s+as|as)\s+an?\s+(?:\w+\s+)?(?:nurse|doctor|surgeon|therapist|midwife|pharmacist|"
     r"dentist|psychiatrist|psychologist|paramedic|physio|gp|counsell?or|carer)\b|"
@@ -103,7 +116,7 @@ _IDIOMS = re.compile(
 class _Rule:
     kind: str
     pattern: re.Pattern[str]
-    needs: str = "nothing"  # "nothing", "person", or "person_or_amount"
+    needs: str = "nothing"  # "nothing", "person", "person_or_amount" or "amount"
     check: Callable[[re.Match[str]], bool] | None = None
     statement: bool = False  # a verb phrase ("diagnosed", 欠了): never just the name of a business thing
     # the same pattern without IGNORECASE, for the lowercased segment: Python's matcher is several times
@@ -274,7 +287,9 @@ _CONDITIONS_EN = (
     r"chemo\w*|radiotherapy|dialysis|antidepressants?|antibiotics|insulin|sleeping\s+pills|"
     r"sertraline|fluoxetine|prozac|zoloft|xanax|lexapro|citalopram|escitalopram|metformin|lisinopril|statins?|"
     r"atorvastatin|ritalin|adderall|methylphenidate|lithium|valium|diazepam|methadone|"
-    r"psychiatr\w*|psychologist|oncolog\w*|cardiologist|neurologist|gynaecologist|gynecologist|obstetrician|"
+    r"(?:(?:my|his|her|their)\s+(?:\w+\s+)?|(?:see|saw|seeing|sees|visit(?:ed|ing)?|referred\s+to|booked)\s+(?:a|an|the)\s+)"
+    r"(?:psychiatrist|psychologist|oncologist|cardiologist|neurologist|gynaecologist|gynecologist|obstetrician)|"
+    r"psychiatric\s+(?:ward|unit|hospital|care|help|nurse|assessment)|oncology\s+(?:appointment|ward|clinic|results?)|"
     r"(?:mri|ct|pet)\s+scan|(?:my|his|her|the)\s+mri|biops(?:y|ies)|blood\s+tests?|x-rays?|"
     r"(?:hip|knee|joint)\s+replacement|transplant|hospitali[sz]ed|in\s+(?:the\s+)?hospital|"
     r"admitted\s+to\s+(?:the\s+)?hospital|intensive\s+care|icu|a&e|emergency\s+room|rehab|"
@@ -308,10 +323,14 @@ _CONDITIONS_EN = (
     r"tidine|dronate|formin|glitazone|gliptin|semide|thiazide|profen|codone|morphone)|"
     r"sectioned|heart\s+murmur|give\s+birth|gave\s+birth|giving\s+birth|nicotine\s+(?:patch|patches|gum)|"
     r"bad\s+back|scan\s+on\s+(?:my|his|her)\s+\w+|signed\s+(?:me|him|her)\s+off|"
-    r"(?:my|his|her)\s+(?:liver|kidneys?|lungs?|heart|bowel|prostate|cervix|ovaries|spine)\b"
+    r"(?:my|his|her)\s+(?:liver|kidneys?|lungs?|heart|bowel|prostate|cervix|ovaries|spine)\s+(?:condition|problems?|"
+    r"issues?|function|scans?|tests?|results?|surgery|operation|transplant|damage|disease|failure|cancer|valve|rate|"
+    r"rhythm|specialist|doctor|consultant|(?:is|was|are)\s+(?:failing|damaged|enlarged|weak|bad|not\s+working))|"
+    r"(?:appointment|check-?up|scans?|tests?|problems?|trouble|issues?|surgery|operation|something\s+wrong)\s+"
+    r"(?:\w+\s+){0,2}(?:about|for|with|on|in)\s+(?:my|his|her)\s+(?:heart|lungs?|liver|kidneys?|bowel|prostate|spine)"
 )
 _PERSONAL_HEALTH_EN = (
-    r"therap(?:y|ies|ist|ists)|counsell?(?:ing|or)|surgery|operation|medications?|meds|pills|prescri(?:bed|ptions?)|"
+    r"surgery|operation|medications?|meds|pills|prescri(?:bed|ptions?)|"
     r"doctor|gp|physio\w*|diagnos[ie]s|allerg(?:y|ies)|breakdown|sick\s+(?:leave|note)|off\s+sick|clinic|"
     r"side\s+effects|symptoms|recovery|relapse|treatment|disease|syndrome|disorder|infection|dose|dosage|"
     r"(?:my|his|her|their)\s+(?:anxiety|condition|illness|health|scan|scans|results)|(?:have|has|with)\s+anxiety|"
@@ -320,6 +339,12 @@ _PERSONAL_HEALTH_EN = (
     r"\w{3,}(?:itis|i?asis|osis|oma|a?emia|pathy)|"
     r"(?:appendix|gallbladder|tonsils|wisdom\s+teeth|tooth|mole|cyst|lump|ovary|ovaries|uterus|kidney|spleen|"
     r"thyroid|polyps?)\s+(?:removed|out|taken\s+out)"
+)
+_ENGAGED_EN = (  # therapy and counselling someone is in, not the words as a topic or a career
+    r"(?:my|his|her|their|in|into|start(?:ed|ing|s)?|begin|began|going\s+to|go\s+to|goes\s+to|went\s+to|seeing|see|saw|"
+    r"sees|having|had|get(?:ting)?|got|need(?:s|ed)?|try(?:ing)?|tried|book(?:ed)?|waiting\s+for|referred\s+(?:me|him|her)"
+    r"\s+(?:to|for)|recommended|doing|finished|stopped|quit)\s+(?:a\s+|an\s+|some\s+|the\s+|couples\s+|grief\s+|family\s+)?"
+    r"(?:therap(?:y|ies|ist|ists)|counsell?(?:ing|or))"
 )
 _ALLERGENS = (
     r"penicillin|\w+cillin|\w+mycin|aspirin|ibuprofen|codeine|sulfa\w*|latex|nuts|peanuts|tree\s+nuts|shellfish|"
@@ -330,7 +355,7 @@ _CONDITIONS_ZH = (
     r"(?:甲状腺|肝|肾|心|肺)功能|确诊|诊断出|被诊断|查出|患有|患上|癌|肿瘤|糖尿病|高血压|低血压|心脏病|冠心病|抑郁症|抗抑郁|重度抑郁|焦虑症|抗焦虑|"
     r"哮喘|癫痫|自闭症|孤独症|多动症|失眠|肺炎|肝炎|乙肝|结节|脂肪肝|痛风|阿尔茨海默|老年痴呆|帕金森|双相|精神分裂|"
     r"强迫症|厌食症|暴食症|艾滋|HIV|椎间盘突出|骨折|中风|脑梗|心梗|贫血|甲亢|甲减|白血病|偏头痛|血糖|血压|血脂|胆固醇|"
-    r"胰岛素|化疗|放疗|透析|降压药|安眠药|止痛药|激素药|抗生素|处方|住院|出院|重症监护|急诊|心理医生|心理咨询|心理治疗|"
+    r"胰岛素|化疗|放疗|透析|降压药|安眠药|止痛药|激素药|抗生素|处方|住院|出院|重症监护|(?:去|进|送|挂|看|跑)了?急诊|心理医生|心理咨询|心理治疗|"
     r"精神科|病历|体检报告|复查|病假|产检|怀孕|孕期|孕\d+周|备孕|流产|试管婴儿|预产期|坐月子|戒酒|戒毒|"
     r"搭桥|切除|移植手术|康复治疗|做试管|促排|[胃肠喉鼻宫腔膀胱支气管]{1,4}镜|核磁共振|彩超|抽血|化验单|验血|"
     r"甲状腺|孕[早中晚]期|孕吐|孕妇|早孕|怀上|怀了|活检|穿刺|置换|肾上腺素|剖腹产|顺产|产后|产假|睡眠呼吸暂停|呼吸机|轮椅|助听器|起搏器|"
@@ -344,7 +369,7 @@ _PERSONAL_HEALTH_ZH = (
     r"生病|病了|发病|犯病|发作|症状|打[^，。,.]{0,5}针|CT|B超|做[^，。,.]{0,4}治疗|[康理治]疗师|康复师|医师|护士|"
     r"扁桃体|阑尾|胆囊|子宫|卵巢|前列腺|乳腺|脊椎|腰椎|颈椎|肝脏|肾脏|脾脏|胰腺|结肠|直肠|"
     r"[\u4e00-\u9fff]{1,4}(?:炎|溃疡|结石|增生|囊肿|疱疹|疹|综合征|综合症|后遗症|障碍|震荡|杂音|泻)|手抖|"
-    r"[\u4e00-\u9fff]{1,4}(?:普利|洛尔|沙坦|他汀|拉唑|西汀|曲坦|西泮|唑仑|环素|替尼|单抗|普兰|替丁|双胍|霉素|西林)|"
+    r"[\u4e00-\u9fff]{1,4}(?:普利|洛尔|沙坦|他汀|拉唑|西汀|曲坦|西泮|唑仑|环素|替尼|单抗|普兰|替丁|双胍|霉素|西林|他定|利嗪)|"
     r"贴片|[腰背腿膝颈肩胃心肝肾肺][^，。,.]{0,2}不好|(?:耳朵|眼睛)[^，。,.]{0,3}(?:听不见|看不见|看不清)|"
     r"[\u4e00-\u9fff]{1,3}(?:症|病)(?![毒句历])"
 )
@@ -358,10 +383,12 @@ _RULES: list[_Rule] = [
     _Rule(HEALTH, re.compile(r"\b(?:has|have|had|with|diagnosed\s+with)\s+MS\b")),
     _en(HEALTH, _CONDITIONS_EN),
     _en(HEALTH, _PERSONAL_HEALTH_EN, "person"),
+    _en(HEALTH, _ENGAGED_EN, "person"),
     _en(HEALTH, rf"allergic\s+to\s+(?:\w+\s+)?(?:{_ALLERGENS})"),
     _zh(HEALTH, _CONDITIONS_ZH),
     _zh(HEALTH, _PERSONAL_HEALTH_ZH, "person"),
     _zh(HEALTH, rf"对(?:{_ALLERGENS_ZH})(?:[^，。,.]{{0,2}})过敏"),
+    _zh(HEALTH, rf"(?:{_ALLERGENS_ZH})过敏", "person"),
     # finances
     _en(FINANCE,
         r"bankrupt\w*|overdrawn|overdraft|payday\s+loans?|defaulted|default(?:ed)?\s+on|arrears|"
@@ -372,30 +399,31 @@ _RULES: list[_Rule] = [
     _en(FINANCE,
         r"salar(?:y|ies)|wages?|earn(?:s|ed|ing)?|income|bonus|savings|mortgage|loans?|debt|owe[sd]?|owing|"
         r"borrowed|pension|lost\s+(?:\w+\s+){0,3}money|pay(?:ing)?\s+(?:it\s+)?back|pay(?:ing)?\s+off|paid\s+off|"
-        r"(?:am|'m|is|are|get|gets|got)\s+paid|take[\s-]home|borrow(?:ed|ing)?\s+(?:\w+\s+)?(?:money|cash|from)|amex|mastercard|visa\s+(?:card|debit|credit|number|ending)",
+        r"(?:am|'m|is|are|get|gets|got)\s+paid|take[\s-]home(?:\s+(?:pay|is|was))|pays|paying\s+me|i'?m\s+on\s+[$£€]?\d|borrow(?:ed|ing)?\s+(?:\w+\s+)?(?:money|cash|from)|amex|mastercard|visa\s+(?:card|debit|credit|number|ending)",
         "person_or_amount"),
-    _en(FINANCE, r"(?:i'm|i\s+am|he's|she's|we're|they're)\s+(?:\w+\s+)?broke(?!\s+(?:my|his|her|their|the|a|it|down))"
-                 r"|until\s+payday|(?:can't|cannot|couldn't)\s+(?:afford|pay)\s+(?:the\s+|my\s+)?(?:rent|bills|mortgage)"
+    _en(FINANCE, r"(?:i'm|i\s+am|he's|she's|we're|they're)\s+(?:completely\s+|totally\s+|flat\s+|always\s+)broke"
+                 r"(?!\s+(?:my|his|her|their|the|a|it|down|this|till|until|lol))|(?:can't|cannot|couldn't)\s+(?:afford|pay)\s+(?:the\s+|my\s+)?(?:rent|bills|mortgage)"
                  r"|(?:my|his|her|their)\s+rent|maxed\s+out|universal\s+credit|(?:on|claiming)\s+(?:benefits|welfare)|"
                  r"(?:to\s+)?cover\s+(?:the|my|our)\s+(?:bills|rent)|make\s+ends\s+meet|"
                  r"struggling\s+(?:to\s+pay|with\s+money|financially)|(?:\w+\s+)?payments?\s+behind|"
                  r"behind\s+on\s+(?:my\s+|the\s+|our\s+)?(?:\w+\s+)?(?:finance|loan|card|repayments|tax)|"
                  r"living\s+on\s+(?:credit\s+cards?|my\s+overdraft|loans)|(?:can't|cannot|couldn't)\s+pay\s+(?:it|them|this)|"
-                 r"\biva\b|ccjs?|county\s+court\s+judge?ments?|(?:my|his|her|their)\s+credit\s+(?:is|was)|skint|hard\s+up|"
-                 r"strapped\s+for\s+cash|food\s+banks?|food\s+stamps|unemployment\s+benefits?|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
+                 r"\biva\b|ccjs?|county\s+court\s+judge?ments?|(?:my|his|her|their)\s+credit\s+(?:is|was)|hard\s+up|"
+                 r"strapped\s+for\s+cash|(?:us(?:e|ed|ing)|rel(?:y|ied|ying)\s+on|go(?:ing)?\s+to|went\s+to|need(?:ed)?)\s+(?:the\s+|a\s+)?food\s+banks?|food\s+stamps|unemployment\s+benefits?|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
         statement=True),
     _en(FINANCE, r"(?:account|acct|card|routing|sort|iban|swift|bic)\s*(?:number|no\.?|code|#)?\s*(?:is|:)?\s*\d[\d -]{3,}"),
     _en(FINANCE, r"(?:ending|ends)\s+(?:in\s+|with\s+)?\d{4}"),
     _Rule(FINANCE, re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)"), check=_card_number),
     _Rule(FINANCE, re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:\s?[A-Z0-9]{4}){2,7}(?:\s?[A-Z0-9]{1,4})?(?![A-Za-z0-9])")),
     _zh(FINANCE,
-        r"征信|负债|欠款|欠债|债务重组|网贷|花呗|借呗|白条|破产|工资卡|"
+        r"征信|负债|欠款|欠债|债务重组|网贷|花呗|借呗|白条|破产|"
         r"(?:还款|账单|贷款|房贷|车贷|信用卡)[^，。,.]{0,4}逾期|逾期[^，。,.]{0,2}(?:记录|还款)|助学贷款|"
-        r"(?:信用卡|卡)[^，。,.]{0,2}(?:欠|账单|额度)|涨薪|降薪|减薪"),
+        r"(?:信用卡|卡)[^，。,.]{0,2}(?:欠|账单|额度)|降薪|减薪"),
     _zh(FINANCE,
         r"工资|薪水|薪资|月薪|年薪|底薪|收入|存款|积蓄|公积金|房贷|车贷|贷款|亏了|赚了|借了|理财|股票|年终奖|奖金|提成|到手|"
         r"房租|月租|首付|补税|退税|社保|储蓄|抵押|挣得?|赚得?",
         "person_or_amount"),
+    _zh(FINANCE, r"涨薪|加薪|调薪", "amount"),
     _zh(FINANCE, r"欠了|还欠|欠[^，。,.]{0,6}(?:钱|银行|信用卡|花呗|借呗|网贷|万|千|块)|还不上|[交还付]不起|手头[^，。,.]{0,2}紧|"
                  r"破产了|刷爆|透支|还债|二次抵押|靠[^，。,.]{0,2}信用卡|失业金|低保|救济金|钱紧|缺钱|没钱了|存[^，。,.]{0,2}(?:\d|[一二两三四五六七八九十百千万])+\s*[块元万千]",
         statement=True),
@@ -403,7 +431,7 @@ _RULES: list[_Rule] = [
     # identity documents
     _en(IDENTITY,
         r"(?:passport|licen[cs]e|id\s+card|identity\s+card|social\s+security|national\s+insurance|ni|nhs|tax\s+id|tin|ssn|"
-        r"national\s+id|residence\s+permit|visa)[^;]{0,30}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]"),
+        r"national\s+id|residence\s+permit|visa)\b[^;]{0,30}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]"),
     _en(IDENTITY, r"(?:scan|copy|photo|picture)\s+of\s+(?:my|his|her|their|the\s+customer's|[A-Z][a-z]+'s)\s+"
                   r"(?:(?:driving|driver'?s?)\s+)?(?:passport|licen[cs]e|id|id\s+card|identity\s+card|birth\s+certificate)"),
     _en(IDENTITY, r"date\s+of\s+birth|dob|born\s+(?:on\s+)?(?:\d{1,2}\s+\w+|\w+\s+\d{1,2},?)\s+\d{4}"),
@@ -415,6 +443,12 @@ _RULES: list[_Rule] = [
     _zh(IDENTITY, r"(?:身份证|护照|驾照|驾驶证|户口本|出生证明)(?:(?!上的)[^，。,.]){0,3}(?:照片|复印件|正反面|扫描件)", "person",
         statement=True),
     _zh(IDENTITY, r"出生日期|生日是?\s*\d{4}年|\d{4}年\d{1,2}月\d{1,2}[日号][^，。,.]{0,6}出生|(?:出生|生)于\s*\d{4}年"),
+    # a person's private life: a marriage ending, an affair
+    _en(PRIVATE, r"(?:getting|got|going\s+through\s+(?:a\s+)?(?:\w+\s+)?|filed\s+for\s+(?:a\s+)?|asked\s+for\s+a\s+)divorce"),
+    _en(PRIVATE, r"divorc(?:ed|ing)|(?:are|is|they're|they\s+are)\s+separating|(?:having|had)\s+an\s+affair|"
+                 r"cheat(?:ed|ing)\s+on\s+(?:him|her|them|his|my)", "person"),
+    _zh(PRIVATE, r"出轨|闹离婚|离婚了|在离婚|要离婚|分居|婚外情|劈腿|小三|"
+                 r"(?:在一起|好上)了[^。]{0,12}(?:有家庭|已婚|结婚了)", "person"),
     # people's contact details
     _Rule(CONTACT, re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+\.[A-Za-z0-9.-]*[A-Za-z]")),
     _Rule(CONTACT, re.compile(
@@ -477,7 +511,8 @@ def _context(segment: str) -> set[str]:
     """What the segment offers the rules that need something: a person, an amount."""
     person = bool(_PERSON_EN.search(segment) or _PERSON_ZH.search(segment))
     amount = bool(_AMOUNT_EN.search(segment) or _AMOUNT_ZH.search(segment))
-    return {"nothing"} | ({"person", "person_or_amount"} if person else set()) | ({"person_or_amount"} if amount else set())
+    return {"nothing"} | ({"person", "person_or_amount"} if person else set()) | (
+        {"person_or_amount", "amount"} if amount else set())
 
 
 def sensitive_kind(text: str) -> str | None:

@@ -82,6 +82,19 @@ def test_every_labelled_secret_is_refused_and_nothing_else_is(scored: list) -> N
     "这个需求改来改去，我都快抑郁了。",
     "客服热线是400-800-1234。",
     "订单号是202611301234567890，请核对。",
+    # everyday chat the rules once held: figures of speech, careers, topics, meeting rooms
+    "My hard work paid off!",
+    "That really warms my heart.",
+    "The meeting is at nine, room B12.",
+    "I want to work in mental health, maybe as a counsellor one day.",
+    "Cooking is basically my therapy at this point.",
+    "I'm writing a piece for the student magazine about how therapy is portrayed on TV.",
+    "I owe you a coffee.",
+    "I'm broke this week lol, beans on toast until Friday.",
+    "Family film night after, they want the one with the snowman for the 40th time.",
+    "我报的是心理学专硕，以后想做心理咨询",
+    "她说急诊科晚上比白天还忙",
+    "我同事说现在存款利率又降了",
 ])
 def test_business_talk_metaphors_and_passing_states_are_ordinary(text: str) -> None:
     assert RULES.classify(text) == NORMAL_CONTENT
@@ -110,6 +123,12 @@ def test_business_talk_metaphors_and_passing_states_are_ordinary(text: str) -> N
     "这是我的身份证：440305197511309280。",
     "张伟家住在朝阳区建国路88号3单元502。",
     "我室友最近情绪很不稳定，在吃医生开的药。",
+    "I've been seeing a therapist every Thursday since the divorce.",
+    "Apparently Greg from sales is going through a messy divorce.",
+    "她跟我说她老公出轨了，正在闹离婚",
+    "I've got a hospital appointment about my heart on Thursday.",
+    "我今年涨薪了，现在一个月一万八。",
+    "其实我自己猫毛过敏，每天都得吃氯雷他定",
 ])
 def test_health_money_documents_and_other_peoples_details_wait_for_review(text: str) -> None:
     assert RULES.classify(text) == SENSITIVE_CONTENT
