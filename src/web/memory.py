@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from engram.api.dependencies import Forgetting, Governance, Insights, Memories
 from engram.api.exports import to_markdown
@@ -31,6 +31,8 @@ PAGE_SIZE = 20
 DONE = {
     "confirmed": "Confirmed: bots may use this memory from now on.",
     "rejected": "Rejected: the candidate will never be used, and its text is being purged.",
+    "bulk_confirmed": "Confirmed the candidates you chose (sensitive ones wait for you one by one).",
+    "bulk_rejected": "Rejected the candidates you chose: they will never be used, and their text is being purged.",
     "insight_confirmed": "Insight confirmed.",
     "insight_rejected": "Insight rejected: it will not be proposed again from the same memories.",
     "corrected": "Corrected: the new text is the answer from its valid time; the old one stays in the history.",
@@ -91,6 +93,30 @@ def memory_page(
 
 
 # -- the review queue ------------------------------------------------------------------------------
+
+
+MOST_AT_ONCE = 200  # candidates one bulk decision may name
+
+
+@router.post("/memory/candidates/bulk")
+def decide_candidates(
+    request: Request, who: Admitted, memories: Memories,
+    decision: Annotated[Literal["confirm", "reject"], Form()],
+    ids: Annotated[list[Annotated[str, Field(max_length=200)]], Form(max_length=MOST_AT_ONCE)] = [],  # noqa: B006
+) -> Response:
+    """Confirm or reject the ticked candidates, each by the same command as one at a time. A sensitive
+    one is never confirmed in bulk (it needs its own acknowledgement); one handled meanwhile elsewhere
+    (confirmed, rejected, expired, forgotten) is left as it is."""
+    pending = {c["id"]: c for c in memories.candidates(who)["items"]}
+    for memory_id in dict.fromkeys(ids):
+        candidate = pending.get(memory_id)
+        if candidate is None or (decision == "confirm" and candidate["review"] == "sensitive"):
+            continue
+        if decision == "confirm":
+            memories.confirm(who, memory_id, text=None, acknowledge_sensitive=False)
+        else:
+            memories.reject(who, memory_id)
+    return redirect(request, "/memory", done=f"bulk_{decision}ed")
 
 
 @router.post("/memory/candidates/{memory_id}/confirm")

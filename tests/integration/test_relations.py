@@ -173,3 +173,25 @@ def test_the_page_shows_the_sentence_with_the_quote_marked_and_what_confirming_d
     assert page.status_code == 200
     assert "<q>Big news. <mark>I moved to Lisbon last month.</mark></q>" in page.text
     assert f"/memory/m/{berlin['id']}" in page.text and "This changes" in page.text
+
+
+def test_the_page_confirms_or_rejects_many_at_once_but_never_a_sensitive_one_in_bulk(engram, client) -> None:
+    say(client, engram, "m-1", "I prefer aisle seats. I hate cilantro.")
+    say(client, engram, "m-2", "My blood pressure medication is lisinopril.", chat="chat-2")
+    found = {c["text"]: c for c in candidates(client)}
+    assert len(found) == 3 and found["My blood pressure medication is lisinopril"]["review"] == "sensitive"
+    page = client.get("/memory", headers=ALICE).text
+    assert page.count('class="group"') == 2  # one heading per conversation
+    every = [c["id"] for c in found.values()]
+    r = client.post("/memory/candidates/bulk", data={"decision": "confirm", "ids": every}, headers=ALICE,
+                    follow_redirects=False)
+    assert r.status_code == 303, r.text
+    assert [c["text"] for c in candidates(client)] == ["My blood pressure medication is lisinopril"]
+    assert {m["text"] for m in client.get("/v1/memories", headers=ALICE).json()["items"]} == {
+        "I prefer aisle seats", "I hate cilantro"}
+    r = client.post("/memory/candidates/bulk", data={"decision": "reject", "ids": every + ["no-such-id"]},
+                    headers=ALICE, follow_redirects=False)
+    assert r.status_code == 303 and candidates(client) == []
+    too_many = client.post("/memory/candidates/bulk", data={"decision": "reject", "ids": ["x"] * 201},
+                           headers=ALICE, follow_redirects=False)
+    assert too_many.status_code == 422
