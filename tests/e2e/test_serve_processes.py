@@ -174,9 +174,9 @@ def test_a_serving_process_lost_while_postgresql_is_down_is_replaced_when_it_is_
         _wait_for(lambda: len(_serving(main)) == 2 and lost.pid not in {p.pid for p in _serving(main)}
                   and output().count("Started server process") == 3, timeout=60)
         answers = set()
-        for _ in range(20):  # a connection each: both processes answer, the replacement among them
-            with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
-                answers.add(client.post("/v1/memories", json=remember_body("I prefer tea")).status_code)
+        for i in range(20):  # a connection each: both processes answer, the replacement among them
+            with httpx.Client(base_url=url, headers=headers, timeout=30) as client:  # each a new memory
+                answers.add(client.post("/v1/memories", json=remember_body(f"I prefer tea pot {i}")).status_code)
         assert answers == {201}
     finally:
         proc.send_signal(signal.SIGTERM)
