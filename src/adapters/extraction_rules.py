@@ -333,7 +333,7 @@ def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
 
 # -- the spans ------------------------------------------------------------------------------------
 
-_HAN = re.compile(r"[\u4e00-\u9fff]")
+HAN = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character (the extractors read it too)
 _QUESTION_TAIL = re.compile(r"^(?i:any|can you|could you|would you|will you|what|how|which|where|who|when|is there|are there|"
                             r"do you|should i)\b|^(?:帮我|请帮我|你能|能不能|可以|有没有|请问)")
 _QUALIFIER = re.compile(r"^(?i:even|unless|except|especially)\b")
@@ -366,7 +366,7 @@ _ZH_LEANS = re.compile(r"^(?:而且|但是|不过|所以|然后|还有)?(?:他|�
 
 
 def leans(piece: str) -> bool:
-    return bool((_ZH_LEANS if _HAN.search(piece) else _EN_LEANS).match(piece.strip()))
+    return bool((_ZH_LEANS if HAN.search(piece) else _EN_LEANS).match(piece.strip()))
 
 
 def with_referents(text: str, spans: list[tuple[int, int]]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -413,7 +413,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
         group: list[int] | None = None
         for i, (a, b) in enumerate(parts):
             piece = text[a:b]
-            han = bool(_HAN.search(piece))
+            han = bool(HAN.search(piece))
             opens, own_subject = (_chinese if han else _english)(piece, first=i == 0)
             short = len(piece) <= 8 if han else len(piece.split()) <= 4
             tiny = len(piece) <= 4 if han else len(piece.split()) <= 2

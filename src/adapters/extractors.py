@@ -8,7 +8,7 @@ from typing import Protocol
 from engram.domain.extraction import Extraction, Proposal, Usage
 
 from .chat_model import ChatModel, ModelError
-from .extraction_rules import leans, memory_spans, with_referents
+from .extraction_rules import HAN, leans, memory_spans, with_referents
 
 _CONNECTOR = re.compile(r"^(?:(?i:and|so|but|also|plus|oh|btw|by the way)\b[, ]*|(?:另外|还有|对了|而且|所以|但是|不过)[，,]?)")
 
@@ -116,11 +116,10 @@ def standing(message: str, proposal: Proposal) -> Proposal:
     if said_from == start:
         return proposal  # nothing said before it to lean on
     lead = message[said_from:start].rstrip()
-    han = bool(_HAN.search(lead))
+    han = bool(HAN.search(lead))
     joined = lead.endswith((",", "，", ".", "。", "!", "！", ";", "；", "、")) or bool(_JOINING.search(lead))
     glue = ("" if han else " ") if joined else ("，" if han else ", ")
     return Proposal(text=f"{lead}{glue}{proposal.text}", quote=proposal.quote)
 
 
-_HAN = re.compile(r"[\u4e00-\u9fff]")
 _JOINING = re.compile(r"(?:\b(?:and|but|so|because|since|as)|而且|但是|所以|因为)$", re.IGNORECASE)

@@ -175,14 +175,24 @@ class RecallQueries:
             curs.execute(sql, params)
             return list(curs.fetchall())
 
-    def candidates(self, *, company: str, person: str) -> list[dict[str, Any]]:
+    def candidates(self, *, company: str, person: str, newest: int | None = None) -> list[dict[str, Any]]:
+        """A person's pending candidates, oldest first; with `newest`, only that many of the latest."""
         with self.datastore.transaction(commit=False) as curs:
-            curs.execute(
-                "SELECT c.*, k.wrapped FROM engram_candidates c "
-                "JOIN engram_data_keys k ON k.key_id = c.memory_id "
-                "WHERE c.company = %s AND c.person = %s ORDER BY c.proposed_at, c.memory_id",
-                (company, person),
-            )
+            if newest is None:
+                curs.execute(
+                    "SELECT c.*, k.wrapped FROM engram_candidates c "
+                    "JOIN engram_data_keys k ON k.key_id = c.memory_id "
+                    "WHERE c.company = %s AND c.person = %s ORDER BY c.proposed_at, c.memory_id",
+                    (company, person),
+                )
+            else:
+                curs.execute(
+                    "SELECT * FROM (SELECT c.*, k.wrapped FROM engram_candidates c "
+                    "JOIN engram_data_keys k ON k.key_id = c.memory_id "
+                    "WHERE c.company = %s AND c.person = %s ORDER BY c.proposed_at DESC, c.memory_id DESC LIMIT %s) n "
+                    "ORDER BY proposed_at, memory_id",
+                    (company, person, newest),
+                )
             return list(curs.fetchall())
 
     def due_candidates(self, now: Any, limit: int) -> list[Any]:

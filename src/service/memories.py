@@ -17,7 +17,6 @@ from typing import Any, cast
 from uuid import UUID, uuid4
 
 from engram.adapters.blind_index import BlindIndex
-from engram.adapters.view_cipher import unseal_from_view
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, MemoryForgotten, NotFound, SensitiveAckRequired, SourceRevoked
 from engram.domain.evidence import Evidence, Source
@@ -36,6 +35,7 @@ from .relations import Relations
 from .views import (
     candidate_of,
     candidate_of_row,
+    context_of_row,
     memory_of,
     memory_of_row,
     opened,
@@ -158,18 +158,26 @@ class MemoryService:
         related = self.relations.confirmed(access, scope, text)
         if related is None or related["kind"] != DUPLICATE:
             return None
+        memory = self._gather(UUID(related["memory_id"]), CONFIRMED, evidence, receipt=None, actor=actor)
+        return None if memory is None else {**memory_of(memory), "existing": True}
+
+    def _gather(self, memory_id: UUID, status: str, evidence: list[dict[str, Any]], *, receipt: str | None,
+                actor: str) -> Memory | None:
+        """The memory `memory_id` with these quotes added to its evidence, while it has `status`; None
+        when it no longer has (closed, forgotten, or it kept changing). A lost race is judged again on
+        what the memory is now."""
         for _attempt in range(3):
-            memory = self.ledger.get(UUID(related["memory_id"]), Memory)
-            if memory is None or memory.status != CONFIRMED:
+            memory = self.ledger.get(memory_id, Memory)
+            if memory is None or memory.status != status:
                 return None
             try:
-                if memory.add_evidence(evidence, receipt=None, actor=actor, at=self.clock.now()):
+                if memory.add_evidence(evidence, receipt=receipt, actor=actor, at=self.clock.now()):
                     self.ledger.save(memory)
             except Conflict:
-                continue  # changed meanwhile: judged again on what it is now
+                continue
             except MemoryForgotten:
                 return None
-            return {**memory_of(memory), "existing": True}
+            return memory
         return None
 
     def _first(self, access: Access, memory_id: UUID) -> dict[str, Any] | None:
@@ -210,9 +218,11 @@ class MemoryService:
             access = self.ledger.access(caller)
             scope = Scope(caller.company, caller.person, visibility, team, origin.id)
             twin = self.relations.pending_twin(access, scope, text)
-            folded = self._fold(twin, evidence, receipt, actor) if twin is not None else None
+            # the same thing said again while its first candidate waits: one candidate, every quote its
+            # evidence; when that one was closed meanwhile, this one stands alone
+            folded = self._gather(twin, PENDING, evidence, receipt=receipt, actor=actor) if twin else None
             if folded is not None:
-                return folded
+                return candidate_of(folded)
             relation = self.relations.confirmed(access, scope, text)
         memory = self._create(
             Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
@@ -220,24 +230,6 @@ class MemoryService:
             receipt=receipt, valid_from=valid_from, valid_to=valid_to, relation=relation, context=context,
         )
         return candidate_of(memory)
-
-    def _fold(self, twin: UUID, evidence: list[dict[str, Any]], receipt: str | None,
-              actor: str) -> dict[str, Any] | None:
-        """The same thing said again while its first candidate waits: one candidate, every quote its
-        evidence. None when that candidate was closed meanwhile (then this one stands alone)."""
-        for _attempt in range(3):
-            memory = self.ledger.get(twin, Memory)
-            if memory is None or memory.status != PENDING:
-                return None
-            try:
-                if memory.add_evidence(evidence, receipt=receipt, actor=actor, at=self.clock.now()):
-                    self.ledger.save(memory)
-            except Conflict:
-                continue
-            except MemoryForgotten:
-                return None
-            return candidate_of(memory)
-        return None
 
     def confirm(self, caller: Caller, memory_id: str, *, text: str | None, acknowledge_sensitive: bool) -> dict[str, Any]:
         Access(caller).require_reviewer()
@@ -488,10 +480,7 @@ class MemoryService:
         for row in self.queries.candidates(company=caller.company, person=caller.person):
             row = opened(self.keys, row)
             if access.may_use(row_scope(row)):
-                text, evidence = unsealed(self.keys, row)
-                context = unseal_from_view(row["key"], row["memory_id"], "context", row["sealed_context"]) \
-                    if row["key"] and row.get("sealed_context") else None
-                items.append(candidate_of_row(row, text, evidence, context))
+                items.append(candidate_of_row(row, *unsealed(self.keys, row), context_of_row(self.keys, row)))
         return {"items": items}
 
     def forget_status(self, caller: Caller, forget_id: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ class RelationReads(Protocol):
                sources: list[str], revoked: list[str], limit: int, weights: list[float] | None = None,
                tags: list[int] | None = None) -> list[dict[str, Any]]: ...
 
-    def candidates(self, *, company: str, person: str) -> list[dict[str, Any]]: ...
+    def candidates(self, *, company: str, person: str, newest: int | None = None) -> list[dict[str, Any]]: ...
 
 
 def same_place(a: Scope, b: Scope) -> bool:
@@ -64,7 +64,7 @@ class Relations:
     def pending_twin(self, access: Access, scope: Scope, text: str) -> UUID | None:
         """A pending candidate of the same person and scope that says the same thing, newest first."""
         caller = access.caller
-        rows = self.queries.candidates(company=caller.company, person=caller.person)[-PENDING_DEPTH:]
+        rows = self.queries.candidates(company=caller.company, person=caller.person, newest=PENDING_DEPTH)
         for row in reversed(rows):
             if self._judge(access, scope, text, row) == DUPLICATE:
                 return UUID(str(row["memory_id"]))

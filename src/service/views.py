@@ -50,6 +50,12 @@ def memory_document(*, id: Any, text: str | None, status: str, revision: int, vi
             "tags": tags}
 
 
+def context_of_row(keys: Keys, row: dict[str, Any]) -> str | None:
+    """An `opened` review row's context (the sentence or two around its quote), or None."""
+    key = opened(keys, row)["key"]
+    return unseal_from_view(key, row["memory_id"], "context", row.get("sealed_context")) if key else None
+
+
 def tags_of_row(keys: Keys, row: dict[str, Any]) -> list[str]:
     """An `opened` view row's tags, or [] when its key is gone."""
     key = opened(keys, row)["key"]
