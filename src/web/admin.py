@@ -20,6 +20,7 @@ from engram.api.schemas import DirectoryIn
 from engram.domain.errors import DomainError
 
 from .charts import Bar, bar_chart
+from .language import ENGLISH
 from .pages import PageRoute, redirect, render
 from .session import SignedInAdmin
 
@@ -77,7 +78,8 @@ def budget_chart(status: dict[str, Any]) -> str:
 def _page(request: Request, who: Any, operations: Any, governance: Any, *, status_code: int = 200,
           message: str | None = None, directory: dict[str, Any] | None = None) -> Response:
     status = operations.admin_status(who)
-    return render(request, "admin/index.html", status_code=status_code, status=status, chart=budget_chart(status),
+    return render(request, "admin/index.html", status_code=status_code, in_language=ENGLISH,  # admins read English
+                  status=status, chart=budget_chart(status),
                   directory=directory if directory is not None else governance.get_directory(who),
                   message=message, saved="saved" in request.query_params, dependency_names=DEPENDENCY_NAMES)
 

@@ -20,7 +20,8 @@ from engram.api.exports import to_markdown
 from engram.api.models import ExportOut
 from engram.api.schemas import ConfirmIn, CorrectIn, PathId
 
-from .pages import PageRoute, redirect, render
+from .language import N_
+from .pages import PageRoute, redirect, render, words
 from .session import Admitted
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -29,15 +30,20 @@ PAGE_SIZE = 20
 
 # What a redirect after a form says happened: fixed words, never the person's text.
 DONE = {
-    "confirmed": "Confirmed: bots may use this memory from now on.",
-    "rejected": "Rejected: the candidate will never be used, and its text is being purged.",
-    "bulk_confirmed": "Confirmed the candidates you chose (sensitive ones wait for you one by one).",
-    "bulk_rejected": "Rejected the candidates you chose: they will never be used, and their text is being purged.",
-    "insight_confirmed": "Insight confirmed.",
-    "insight_rejected": "Insight rejected: it will not be proposed again from the same memories.",
-    "corrected": "Corrected: the new text is the answer from its valid time; the old one stays in the history.",
-    "settings": "Your controls are saved.",
+    "confirmed": N_("Confirmed: bots may use this memory from now on."),
+    "rejected": N_("Rejected: the candidate will never be used, and its text is being purged."),
+    "bulk_confirmed": N_("Confirmed the candidates you chose (sensitive ones wait for you one by one)."),
+    "bulk_rejected": N_("Rejected the candidates you chose: they will never be used, and their text is being purged."),
+    "insight_confirmed": N_("Insight confirmed."),
+    "insight_rejected": N_("Insight rejected: it will not be proposed again from the same memories."),
+    "corrected": N_("Corrected: the new text is the answer from its valid time; the old one stays in the history."),
+    "settings": N_("Your controls are saved."),
 }
+
+
+def _done(request: Request, done: str | None) -> str | None:
+    return words(request, DONE[done]) if done in DONE else None
+
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -88,7 +94,7 @@ def memory_page(
         memories=listing["items"], next_cursor=listing["next_cursor"], q=q, tag=tag, cursor=cursor,
         settings=governance.get_settings(who),
         forgets=forgetting.list_forgets(who, limit=5, cursor=None)["items"],
-        done=DONE.get(done or ""),
+        done=_done(request, done),
     )
 
 
@@ -152,7 +158,7 @@ def memory_detail(request: Request, memory_id: PathId, who: Admitted, memories: 
                   done: str | None = None) -> Response:
     memory = memories.get(who, memory_id)  # another person's memory: the same 404 as an unknown id
     history = memories.history(who, memory_id)["events"]
-    return render(request, "memory/detail.html", memory=memory, history=history, done=DONE.get(done or ""))
+    return render(request, "memory/detail.html", memory=memory, history=history, done=_done(request, done))
 
 
 @router.post("/memory/m/{memory_id}/correct")

@@ -1,8 +1,9 @@
-"""Signing in with a pasted token, and signing out (API.md "Web pages"; ADR 0031)."""
+"""Signing in with a pasted token, signing out, and choosing the pages' language (API.md "Web pages";
+ADR 0031)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
@@ -10,12 +11,11 @@ from fastapi.responses import Response
 from engram.api.dependencies import Deployment, caller_of
 from engram.api.identity import Unauthenticated
 
-from .pages import PageRoute, redirect, sign_in_page
+from .language import COOKIE_LIFETIME, LANGUAGE_COOKIE
+from .pages import HOME, NOT_VALID_TOKEN, PageRoute, redirect, sign_in_page
 from .session import end_session, start_session
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
-
-HOME = "/memory"
 
 
 def local_path(path: str | None) -> str:
@@ -36,7 +36,7 @@ def sign_in(request: Request, deployment: Deployment, token: Annotated[str, Form
     try:
         caller_of(request, token.strip(), deployment)
     except Unauthenticated:
-        return sign_in_page(request, message="That token is not valid or has expired.", next_path=local_path(next))
+        return sign_in_page(request, message=NOT_VALID_TOKEN, next_path=local_path(next))
     response = redirect(request, local_path(next))
     start_session(request, response, token.strip())
     return response
@@ -46,4 +46,15 @@ def sign_in(request: Request, deployment: Deployment, token: Annotated[str, Form
 def sign_out(request: Request) -> Response:
     response = redirect(request, "/sign-in", signed_out=1)
     end_session(request, response)
+    return response
+
+
+@router.post("/language")
+def choose_language(request: Request, lang: Annotated[Literal["en", "zh"], Form()],
+                    next: Annotated[str, Form(max_length=8192)] = HOME) -> Response:  # noqa: A002
+    """The person's language for every page, kept in a cookie of its own (any other value: the 422 page,
+    which repeats nothing sent); back to the page the switch was on."""
+    response = redirect(request, local_path(next))
+    response.set_cookie(LANGUAGE_COOKIE, lang, max_age=COOKIE_LIFETIME, path="/", httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https")
     return response

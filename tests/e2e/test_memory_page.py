@@ -430,3 +430,39 @@ def test_older_memories_are_a_page_further(web_serve: str, browser: Any) -> None
     rest = listed.all_inner_texts()
     assert rest == [f"I prefer plan number {n:02d} for the offsite" for n in (2, 1, 0)]
     assert page.get_by_role("link", name="Older memories").count() == 0
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_chinese_browser_gets_chinese_pages_and_can_switch_to_english(web_serve: str, browser: Any,
+                                                                       viewport: dict[str, int]) -> None:
+    """Chromium set to Chinese (its Accept-Language is zh-CN): the pages speak Chinese and pass axe-core;
+    the switch in the header turns them English, and the choice stays on every page after it."""
+    mei = Person(web_serve)
+    memory = mei.remember(CHINESE, tags=["会议"])
+    mei.remember("我每天早上吃降压药")  # sensitive: a candidate with its warning
+    label = "desktop" if viewport == DESKTOP else "phone"
+    page = signed_in(browser, web_serve, mei, viewport=viewport, locale="zh-CN")
+    assert page.evaluate("document.documentElement.lang") == "zh"
+    assert page.get_by_role("heading", name="我的记忆", level=1).is_visible()
+    assert page.locator(".sensitive").first.inner_text().startswith("敏感：")
+    accessible(page, "/memory in Chinese")
+    screenshot(page, f"memory-overview-zh-{label}")
+    page.get_by_role("link", name=CHINESE, exact=True).click()
+    assert page.get_by_role("heading", name="记忆详情").is_visible() and "2026年11月2日 09:00 UTC+08:00" in page.content()
+    accessible(page, "/memory/m/{id} in Chinese")
+    screenshot(page, f"memory-detail-zh-{label}")
+    page.get_by_role("button", name="忘记这条记忆").click()
+    assert page.get_by_text("已停用：").is_visible()
+    page.get_by_text("清除完成：").wait_for(timeout=90_000)
+    accessible(page, "/memory/forgets/{id} in Chinese")
+    screenshot(page, f"memory-forget-zh-{label}")
+
+    page.goto(f"{web_serve}/memory?tag=会议")
+    page.get_by_role("button", name="English").click()
+    assert page.url == f"{web_serve}/memory?tag=%E4%BC%9A%E8%AE%AE", "back on the same page"
+    assert page.evaluate("document.documentElement.lang") == "en"
+    assert page.get_by_role("heading", name="Your memories", level=1).is_visible()
+    page.goto(f"{web_serve}/memory/m/{memory['id']}")
+    assert page.get_by_role("heading", name="A memory", level=1).is_visible(), "the choice stays"
+    page.get_by_role("button", name="中文").click()
+    assert page.get_by_role("heading", name="记忆详情").is_visible()

@@ -22,9 +22,10 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "engram/domain/memory.py" in names and "engram/api/cli.py" in names
     assert {"engram/adapters/schema/0001_baseline.sql", "engram/adapters/schema/0002_relay_row.sql"} <= set(names)
-    # the pages' templates and assets ship with the distribution (ADR 0031)
+    # the pages' templates, assets and catalogues ship with the distribution (ADR 0031)
     assert {"engram/web/templates/base.html", "engram/web/templates/memory/index.html",
-            "engram/web/static/engram.css", "engram/web/static/forget-status.js"} <= set(names)
+            "engram/web/static/engram.css", "engram/web/static/forget-status.js",
+            "engram/web/locale/zh/LC_MESSAGES/messages.po"} <= set(names)
 
 
 def test_events_stored_under_the_old_module_names_still_load(engram, client) -> None:
