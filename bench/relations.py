@@ -5,9 +5,11 @@ labelled pairs of an earlier confirmed memory and a later statement of the same 
 
 The pairs live in bench/data/relations/ (README.md there): `tune.tsv` was used to write and tune the
 rules; `final.tsv` was written apart, by someone who had not seen the rules, and never tuned on.
-With --meaning it also embeds both sides with the packaged model (multilingual-e5-small) and reports,
-for each cosine threshold, how precise "duplicate when the cosine is at least t" would be, beside
-the rules: the measurement that decided the rules judge alone (ADR 0041). Wrong pairs are printed by
+With --meaning it also embeds both sides with the packaged model (multilingual-e5-small; the earlier
+side stored as int8, as Engram stores it) and reports, for each cosine threshold, how precise
+"duplicate when the cosine is at least t" would be alone, and then what learning judges: the rules,
+and where they see nothing, a duplicate when the cosine is at least `MEANING_DUPLICATE` and both name
+the same values (`relation.same_values`; ADR 0041). Wrong pairs are printed by
 id; their text only with --show-text.
 """
 
@@ -18,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram.domain.relation import DUPLICATE, UPDATE, relate
+from engram.domain.relation import DUPLICATE, UPDATE, relate, same_values
 
 DATA = Path(__file__).resolve().parent / "data" / "relations"
 SPLITS = ("tune", "final")
@@ -79,9 +81,11 @@ def meaning(pairs: list[Pair]) -> None:
     import numpy as np
 
     from engram.adapters.e5_onnx import E5
+    from engram.adapters.vectors import pack, unpack
+    from engram.service.relations import MEANING_DUPLICATE
 
     model = E5(threads=2)
-    old = model.passage([p.old for p in pairs])
+    old = np.stack([unpack(pack(v))[0] for v in model.passage([p.old for p in pairs])])
     new = model.passage([p.new for p in pairs])
     cosines = np.sum(old * new, axis=1)
     said = [relate(p.new, p.old) for p in pairs]
@@ -94,6 +98,17 @@ def meaning(pairs: list[Pair]) -> None:
             labelled = sum(1 for p, _ in chosen if p.label == DUPLICATE)
             print(f"  t {t:.2f} {scope:>17}: {len(hits):4d} said, precision "
                   f"{tp / len(hits) if hits else float('nan'):.3f}, recall {tp / labelled if labelled else 0:.3f}")
+    judged = [s or (DUPLICATE if c >= MEANING_DUPLICATE and same_values(p.new, p.old) else None)
+              for p, c, s in zip(pairs, cosines, said, strict=True)]
+    print(f"\n## learning's judgement: the rules, then meaning (cosine >= {MEANING_DUPLICATE} and the same values)")
+    for lang in ("en", "zh", "all"):
+        chosen = [(p, s or DIFFERENT) for p, s in zip(pairs, judged, strict=True) if lang == "all" or p.lang == lang]
+        figures = scores([p for p, _ in chosen], [s for _, s in chosen])
+        print(f"{lang:>4}: " + "; ".join(
+            f"{kind} precision {f['precision']} recall {f['recall']} ({f['said']} said, {f['pairs']} labelled)"
+            for kind, f in figures.items()))
+    wrong = [p.id for p, s in zip(pairs, judged, strict=True) if s is not None and s != p.label]
+    print(f"said wrongly: {wrong}")
 
 
 def main() -> None:

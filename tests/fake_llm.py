@@ -34,6 +34,9 @@ class FakeLLM:
         self.failures: list[int] = []  # status codes to answer with, one per call, before answering normally
         self.responder: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
         self.calls: list[dict[str, Any]] = []
+        # Engram's relation judge: given (the new statement, the earlier memories' texts), the judgements
+        # [{"index" (1-based), "kind"}]; None: every one different
+        self.relations: Callable[[str, list[str]], list[dict[str, Any]]] | None = None
         self.vectors: dict[str, list[float]] = {}
         self.embedded: list[str] = []  # text -> embedding, to make two texts "mean" the same
         # Hindsight's consolidation: given the batch's new facts [(fact id, text)], the observations
@@ -69,6 +72,11 @@ class FakeLLM:
                 return 200, scripted
         user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
         response_format = body.get("response_format") or {}
+        if (response_format.get("json_schema") or {}).get("name") == "judgements":  # Engram's relation judge
+            olds = re.findall(r"^\[\d+\] (.*)$", user.split("\n\nNew statement: ")[0], re.M)
+            new = user.rsplit("\n\nNew statement: ", 1)[-1]
+            said = self.relations(new, olds) if self.relations else []
+            return 200, self._answer(body, json.dumps({"judgements": said}))
         if (response_format.get("json_schema") or {}).get("name") == "insights":
             insights = self.insights(LISTED.findall(user)) if self.insights else {"insights": []}
             return 200, self._answer(body, insights if isinstance(insights, str) else json.dumps(insights))

@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from .extraction_standing import HAN, stands_alone
+from .extraction_standing import ZH_PERSON as _ZH_PERSON
+
 # -- sentences and clauses ------------------------------------------------------------------
 
 _ABBREVIATIONS = ("mr", "mrs", "ms", "dr", "st", "vs", "e.g", "i.e", "etc", "no", "jr", "sr", "prof")
@@ -25,6 +28,11 @@ _CLAUSE_CUT = re.compile(r"[,，：]\s*|(?<!\d):(?!\d)\s*|\s+(?=(?i:and|but|so)\
 _LEAD_ONLY = re.compile(r"^(?i:also|and|oh|btw|by the way|plus|fyi|note|remember|please remember|from now on|going forward|"
                         r"in future|in the future|for the record|just so you know)$|^(?:请记住|记住|另外|还有|对了|以后|今后|"
                         r"从现在起|从今以后|顺便说一下|注意)$")
+# ... and so does a clause that only says when what follows applies ("whenever I ask about food for Noah,",
+# 以后你给我做行程的时候，)
+_HEAD_ONLY = re.compile(r"^(?i:(?:and |also |so )?(?:from now on|going forward|in future|in the future)?,? ?"
+                        r"(?:when|whenever|every time|each time|any time|anytime) (?:i|we|you)\b[^,]*)$"
+                        r"|^(?:以后|今后|从现在起|下次)?[\u4e00-\u9fff]{1,20}(?:的时候|时候)(?:记住几条|记住|注意)?$")
 _TAIL_ONLY = re.compile(r"^(?i:always|every time|each time|from now on|going forward|ever|please)$"
                         r"|^(?:以后都这样|以后也是|以后都是|每次都这样|一直这样|谢谢)$")
 
@@ -72,7 +80,7 @@ def clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
         piece = text[a:b].strip()
         if lead is not None:
             a, lead = lead, None
-        if _LEAD_ONLY.match(piece) and b < end:
+        if (_LEAD_ONLY.match(piece) or _HEAD_ONLY.match(piece)) and b < end:
             lead = a
         elif _TAIL_ONLY.match(piece) and merged:
             merged[-1] = (merged[-1][0], b)
@@ -254,10 +262,6 @@ def _english(clause: str, *, first: bool) -> tuple[bool, bool]:
 
 # -- Chinese ------------------------------------------------------------------------------------
 
-_ZH_PERSON = (r"(?:老婆|老公|太太|丈夫|妻子|爱人|对象|男朋友|女朋友|儿子|女儿|孩子|妈妈|妈|爸爸|爸|父母|父亲|母亲|"
-              r"哥哥|哥|姐姐|姐|弟弟|弟|妹妹|妹|爷爷|奶奶|外公|外婆|姥姥|姥爷|岳父|岳母|公公|婆婆|舅舅|姑姑|阿姨|"
-              r"叔叔|表哥|表姐|表弟|表妹|侄子|侄女|外甥|同事|朋友|同学|室友|邻居|领导|老板|经理|主管|总监|助理|"
-              r"导师|老师|医生|律师|房东|客户|合伙人|投资人|设计师|法务|团队|组|部门|公司|家)")
 _ZH_SUBJECT = re.compile(
     rf"^(?:另外|还有|对了|而且|顺便说一下)?[，,]?(?:我|我们|咱们|他|她|他们|{_ZH_PERSON}|[\u4e00-\u9fff]{{1,2}}总|"
     rf"小[\u4e00-\u9fff]|老[\u4e00-\u9fff](?!师)|阿[\u4e00-\u9fff]|[\u4e00-\u9fff]{{2,3}}(?=是我))")
@@ -333,7 +337,6 @@ def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
 
 # -- the spans ------------------------------------------------------------------------------------
 
-HAN = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character (the extractors read it too)
 _QUESTION_TAIL = re.compile(r"^(?i:any|can you|could you|would you|will you|what|how|which|where|who|when|is there|are there|"
                             r"do you|should i)\b|^(?:帮我|请帮我|你能|能不能|可以|有没有|请问)")
 _QUALIFIER = re.compile(r"^(?i:even|unless|except|especially)\b")
@@ -366,7 +369,7 @@ _ZH_LEANS = re.compile(r"^(?:而且|但是|不过|所以|然后|还有)?(?:他|�
 
 
 def leans(piece: str) -> bool:
-    return bool((_ZH_LEANS if HAN.search(piece) else _EN_LEANS).match(piece.strip()))
+    return bool((_ZH_LEANS if HAN.search(piece) else _EN_LEANS).match(piece.strip())) or not stands_alone(piece)
 
 
 def with_referents(text: str, spans: list[tuple[int, int]]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -388,6 +391,8 @@ def with_referents(text: str, spans: list[tuple[int, int]]) -> list[tuple[tuple[
                 said = (own, b)  # its referent is earlier in the same sentence
             elif earlier:
                 said = (earlier[-1], b)  # ... or in the sentence before
+            else:  # nothing before it: its referent may come after it ("He's terrified of flying, my dad")
+                said = (a, max(b, next((e for s, e in sentences(text) if s <= a < e), b)))
         out.append(((a, b), said))
     return out
 

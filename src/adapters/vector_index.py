@@ -322,6 +322,30 @@ class Meaning:
         out[np.ix_(present, present)] = np.minimum(z, z.T)
         return out
 
+    def alike(self, company: str, person: str, text: str, *, least: float, most: int = 4) -> list[tuple[str, float]]:
+        """The person's memories (id and cosine, nearest first, at most `most`) whose vector's cosine with
+        this text's, both embedded as passages, is at least `least`: what may say the same thing in other
+        words (ADR 0042). Empty when the model does not answer, or its space is not the stored one yet."""
+        if self._ranking_model(company, person) is not None:
+            return []  # this person's vectors are still the previous model's: another space
+        held = self.index._person(company, person, self.embedder.model)
+        if not held.ids:
+            return []  # nothing confirmed to compare with: no embedding paid
+        try:
+            vector = self.embedder.passages([text])[0]
+        except Exception as e:  # noqa: BLE001 - a model failing here leaves the words to judge alone
+            log.warning("no embedding for a relation (%s); words only", type(e).__name__)
+            return []
+        if held.matrix.shape[1] != vector.shape[0]:
+            return []
+        cosines = _cosines(held, vector / (np.linalg.norm(vector) or 1.0))
+        out: dict[str, float] = {}
+        for i in np.argsort(-cosines, kind="stable"):
+            if cosines[i] < least or len(out) >= most:
+                break
+            out.setdefault(held.ids[i], float(cosines[i]))  # a memory's best revision
+        return list(out.items())
+
     def similarities(self, company: str, person: str, query: str) -> tuple[list[str], np.ndarray]:
         """Every vector of the person's with its similarity to `query`, unfiltered (bench/fusion.py's dumps)."""
         vector = self.embedder.query(query)

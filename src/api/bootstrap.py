@@ -12,6 +12,7 @@ from eventsourcing.postgres import PostgresDatastore
 
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.budget import BudgetLedger, daily_limits
+from engram.adapters.chat_model import ChatModel
 from engram.adapters.content_rules import ContentRules
 from engram.adapters.crypto import MasterKey, MasterKeys, previous_key_file
 from engram.adapters.database import Database, DatabaseTimeouts, EmbeddedPostgres
@@ -22,6 +23,7 @@ from engram.adapters.insight_local import LocalProposer
 from engram.adapters.insight_proposers import insight_proposers
 from engram.adapters.keystore import KeyStore
 from engram.adapters.migrations import migrate, migrate_database, schema_lock
+from engram.adapters.relation_model import ModelRelationJudge
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
 from engram.adapters.vector_index import Meaning, VectorIndex
@@ -227,15 +229,31 @@ class Engram:
                                       timeout=settings.visibility_timeout)
         ledger = Ledger(store, settler, GovernanceQueries(datastore), modes=Rollout(settings.mode, settings.company_allowlist),
                         clock=clock or Clock(), tombstones=fence)
+        embedder = embedder_of(settings)
+        vectors = VectorStore(datastore)
+        meaning = embedding = None
+        if embedder is not None:
+            # the packaged model's vectors serve those not yet re-embedded by the operator's own (ADR 0040)
+            previous = LocalEmbedder() if not isinstance(embedder, LocalEmbedder) else None
+            meaning = Meaning(embedder, VectorIndex(vectors, store.keys, most=settings.vector_cache),
+                              settings.embeddings_deadline_ms, previous=previous)
+            meaning.warm()
+            embedding = EmbeddingWorker(vectors, store.keys, embedder, ledger.clock, warm=meaning.warm)
         queries = RecallQueries(datastore)
         memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(),
                                  max_text_bytes=settings.max_text_bytes,
                                  candidate_ttl=timedelta(days=settings.candidate_ttl_days),
                                  links=MemoryLinks(ledger, LinkQueries(datastore)), remember_key=root.remember_key,
-                                 relations=Relations(ledger.keys, queries, index, ledger.clock))
+                                 relations=Relations(ledger.keys, queries, index, ledger.clock, meaning, judge=(
+                                     ModelRelationJudge(ChatModel(settings.llm_base_url, settings.llm_model,
+                                                                  settings.llm_api_key, max_output_tokens=256),
+                                                        budget, daily_limits(settings), ledger.clock)
+                                     if settings.llm_base_url else None)))
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
-        learning = LearningService(memories, inbox, budget, extractor, LearningRules(limits=daily_limits(settings)))
+        learning = LearningService(memories, inbox, budget, extractor, LearningRules(
+            limits=daily_limits(settings),
+            fallback=RuleExtractor() if settings.budget_fallback == "rules" and settings.llm_base_url else None))
         syncer = semantic = None
         if settings.hindsight_url:
             signing_key = master.hindsight_signing_key()
@@ -252,16 +270,6 @@ class Engram:
             if settings.hindsight_url else None)]
         insights = InsightService(ledger, InsightQueries(datastore), index, proposers,
                                   max_text_bytes=settings.max_text_bytes)
-        embedder = embedder_of(settings)
-        vectors = VectorStore(datastore)
-        meaning = embedding = None
-        if embedder is not None:
-            # the packaged model's vectors serve those not yet re-embedded by the operator's own (ADR 0040)
-            previous = LocalEmbedder() if not isinstance(embedder, LocalEmbedder) else None
-            meaning = Meaning(embedder, VectorIndex(vectors, store.keys, most=settings.vector_cache),
-                              settings.embeddings_deadline_ms, previous=previous)
-            meaning.warm()
-            embedding = EmbeddingWorker(vectors, store.keys, embedder, ledger.clock, warm=meaning.warm)
         recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes,
                                insights=insights, hint_weight=settings.hindsight_weight, meaning=meaning,
                                floor=settings.recall_floor)

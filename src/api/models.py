@@ -116,6 +116,11 @@ class CandidateOut(BaseModel):
     evidence: list[EvidenceOut]
     context: str | None = Field(default=None, description="the sentence or two of the message around the quote")
     relation: RelationOut | None = Field(default=None, description="the confirmed memory it repeats or changes")
+    valid_from: Timestamp | None = Field(default=None, description="when it holds from, resolved against the "
+                                         "message's time where that is certain (\"I moved last month\"); else null")
+    valid_to: Timestamp | None = Field(default=None, description="a plan's end: after the last day it names "
+                                       "(\"next Thursday\", 下个月8号); else null")
+    time_uncertain: bool = Field(default=True, description="true when the message named no time that is certain")
     proposed_at: Timestamp
     expires_at: Timestamp | None
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)
@@ -271,7 +276,10 @@ class ReceiptState(BaseModel):
 
     receipt_id: str
     state: str = Field(description="queued, deferred (waiting for a spent daily model budget), done, ignored or failed")
-    reason: str | None = Field(default=None, description="why it is deferred (`budget`), ignored or failed")
+    reason: str | None = Field(default=None, description="why it is deferred (`budget`), ignored or failed; on a "
+                               "done one, `budget`: the rules learnt from it while the model's budget was spent "
+                               "(ENGRAM_BUDGET_FALLBACK=rules)")
+    extractor: str | None = Field(default=None, description="what learnt from it once it has been read: `rules` or `llm`")
     attempts: int | None = None
     last_error: str | None = None
     candidate_ids: list[str] | None = Field(default=None, description="the candidates learned from it, once any")

@@ -217,6 +217,36 @@ def same_words(a: str, b: str) -> bool:
     return bool(wa) and wa == wb
 
 
+_VALUES_EN = re.compile(r"\d+(?:[:.,]\d+)*|(?<=\s)[A-Z][\w'’-]+|\b(?i:monday|tuesday|wednesday|thursday|friday|saturday|"
+                        r"sunday|january|february|march|april|may|june|july|august|september|october|november|"
+                        r"december|morning|afternoon|evening|night|tea|coffee)\b")
+_VALUES_ZH = re.compile(r"\d+(?:[:.]\d+)?|[一二三四五六七八九十两]+|[周星期礼拜]{1,2}[一二三四五六日天]|[A-Za-z]+"
+                        r"|上午|下午|晚上|早上")
+
+
+def same_values(a: str, b: str) -> bool:
+    """Both name the same numbers, names, days and times of day: what a rewording keeps and a change
+    changes ("standup at 9:30" and "standup at 10:00" are alike in meaning, not the same). Meaning says a
+    duplicate only where this holds (ADR 0041)."""
+    if _is_chinese(a) != _is_chinese(b):
+        return False
+    pattern = _VALUES_ZH if _is_chinese(a) else _VALUES_EN
+    return {v.casefold() for v in pattern.findall(a)} == {v.casefold() for v in pattern.findall(b)}
+
+
+def _adds_nothing(new: str, old: str) -> bool:
+    """Every content word (or character) of `new` is in `old`, in other words or an other order aside:
+    "As I said before, I live in Porto" adds nothing to "I live in Porto"; "..., and I like it" does."""
+    if _is_chinese(new):
+        return set(_normal_zh(new)) - _LIGHT_ZH - _SAID_BEFORE_ZH <= set(_normal_zh(old))
+    return _words(new) - _LIGHT_EN - _SAID_BEFORE_EN <= _words(old)
+
+
+_SAID_BEFORE_EN = {"said", "before", "told", "already", "again", "mentioned", "earlier", "reminder",
+                   "currently", "still", "now", "actually"}
+_SAID_BEFORE_ZH = set("说过之前前面提过跟你讲了已经再次还是现在")
+
+
 def _same_order(a: str, b: str, chars: set[str]) -> bool:
     """The content characters read in the same order in both (我欠他 is not 他欠我)."""
     def order(t: str) -> str:
@@ -231,8 +261,8 @@ def relate(new: str, old: str) -> str | None:
     a, b = slot(new), slot(old)
     if a is None or b is None or not _same_slot(a.name, b.name):
         return None
-    if a.value == b.value:
-        return DUPLICATE
+    if a.value == b.value:  # the same value: a duplicate, unless the new one says more besides
+        return DUPLICATE if _adds_nothing(new, old) else None
     va, vb = set(a.value.split()), set(b.value.split())
     if va <= vb or vb <= va:  # "Berlin" beside "a bigger flat in Berlin": both may be true
         return None

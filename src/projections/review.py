@@ -28,6 +28,8 @@ CREATE TABLE IF NOT EXISTS engram_candidates (
     sealed_evidence bytea,
     sealed_context bytea,            -- the sentence or two around the quote, under the memory's key
     relation jsonb,                  -- {"kind": "duplicate"|"update", "memory_id"}: no text (ADR 0041)
+    valid_from timestamptz,          -- resolved against the message's time where that is certain; else null
+    valid_to timestamptz,
     proposed_at timestamptz NOT NULL,
     expires_at timestamptz
 );
@@ -59,8 +61,8 @@ class ReviewProjection(ViewProjection):
             relation = getattr(event, "relation", None)
             curs.execute(
                 "INSERT INTO engram_candidates (memory_id, company, person, visibility, team, sealed_source, review, "
-                "sealed_text, sealed_evidence, sealed_context, relation, proposed_at, expires_at) "
-                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
+                "sealed_text, sealed_evidence, sealed_context, relation, proposed_at, expires_at, valid_from, valid_to) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
                 (
                     event.originator_id, event.company, event.person, event.visibility, event.team,
                     seal_for_view(key, event.originator_id, "source", event.source), event.review,
@@ -68,6 +70,7 @@ class ReviewProjection(ViewProjection):
                     seal_for_view(key, event.originator_id, "evidence", event.evidence),
                     seal_for_view(key, event.originator_id, "context", context) if context else None,
                     Jsonb(relation) if relation else None, event.timestamp, event.expires_at,
+                    event.valid_from, event.valid_to,
                 ),
             )
         elif isinstance(event, Memory.EvidenceAdded):  # the same thing said again: one candidate, every quote

@@ -28,6 +28,7 @@ from engram.domain.receipt import (
 from engram.domain.review import SECRET_CONTENT
 from engram.domain.scope import Caller
 from engram.domain.text import validate_id, validate_text
+from engram.domain.when import valid_time
 from engram.projections.inbox import InboxQueries
 
 from .ledger import Ledger
@@ -45,6 +46,10 @@ class LearningRules:
     retry_after: timedelta = timedelta(seconds=30)
     paused_retry: timedelta = timedelta(minutes=5)
     payload_retention: timedelta = timedelta(days=1)
+    fallback: Extractor | None = None  # learns while a model budget is spent, instead of deferring
+
+
+BUDGET_FALLBACK = ":budget"  # an extractor name's suffix: it learnt instead of a model whose budget was spent
 
 
 def next_utc_midnight(now: datetime) -> datetime:
@@ -153,6 +158,11 @@ class LearningService:
         view: dict[str, Any] = {"receipt_id": r.receipt_id, "state": answered_state(r.state)}
         if r.reason:
             view["reason"] = r.reason
+        learnt_by, _, instead = (r.extractor or "").partition(":")
+        if learnt_by:
+            view["extractor"] = learnt_by  # `rules` or `llm`
+        if instead:
+            view["reason"] = instead  # `budget`: the rules learnt from it while the model's budget was spent
         if r.candidate_ids:
             view["candidate_ids"] = r.candidate_ids
         return view
@@ -221,6 +231,18 @@ class LearningService:
             [c for c in candidate_ids if c], len(receipt.proposals or []), receipt.extractor or "", now))
 
 
+    def _extract_free(self, receipt: Receipt, extractor: Extractor, now: datetime, *,
+                      instead_of_budget: bool = False) -> bool:
+        """Extraction that calls no model (the rules): never charged. `instead_of_budget`: the model's budget is
+        spent and the receipt is learnt from by the rules meanwhile, which its extractor name says."""
+        text = receipt.text or ""
+        extraction = extractor.extract(text)
+        accepted = accept_proposals(extraction.proposals, text, self.memories.policy, self.memories.max_text_bytes)
+        receipt.extracted([{"text": p.text, "quote": p.quote} for p in accepted],
+                          f"{extractor.name}{BUDGET_FALLBACK if instead_of_budget else ''}", extraction.model, now)
+        self.ledger.save(receipt)
+        return True
+
     def _end(self, receipt: Receipt, change: Any) -> bool:
         change()
         self.ledger.save(receipt)
@@ -232,18 +254,15 @@ class LearningService:
         receipt must wait (budget) or retry (error)."""
         text = receipt.text or ""
         if not getattr(self.extractor, "calls_a_model", True):
-            extraction = self.extractor.extract(text)
-            accepted = accept_proposals(extraction.proposals, text, self.memories.policy, self.memories.max_text_bytes)
-            receipt.extracted([{"text": p.text, "quote": p.quote} for p in accepted], self.extractor.name,
-                              extraction.model, now)
-            self.ledger.save(receipt)
-            return True
+            return self._extract_free(receipt, self.extractor, now)
         estimate = self.extractor.estimate_tokens(text)
         day = now.astimezone(UTC).date()
         reservation = self.budget.reserve(receipt.company, receipt.person, day, estimate, self.rules.limits, now)
         if isinstance(reservation, Refusal):
             if reservation.reason == TOO_LARGE:
                 self._end(receipt, lambda: receipt.fail(TOO_LARGE, now))
+            elif reservation.reason == EXHAUSTED and self.rules.fallback is not None:
+                return self._extract_free(receipt, self.rules.fallback, now, instead_of_budget=True)
             elif reservation.reason == EXHAUSTED:
                 self.inbox.defer(receipt.id, next_utc_midnight(now), why=EXHAUSTED, count_attempt=False)
             else:
@@ -287,11 +306,16 @@ class LearningService:
         """Create the candidate under a deterministic id; a retry finds it already there."""
         cid = candidate_uuid(receipt.id, p.quote, p.text)
         caller = Caller(receipt.company, receipt.person, "user")
+        said_at = receipt.occurred_at
+        if isinstance(said_at, str):
+            said_at = datetime.fromisoformat(said_at)
+        valid_from, valid_to = valid_time(p.text, said_at)  # "next Thursday", 下个月, against the message's time
         try:
             made = self.memories.propose(
                 caller, text=p.text, quote=p.quote, source=receipt.source or {}, occurred_at=receipt.occurred_at,
                 visibility=receipt.visibility, team=receipt.team, review=NORMAL, id=cid, receipt=str(receipt.id),
-                context=context_of(receipt.text or "", p.quote),
+                context=context_of(receipt.text or "", p.quote), valid_from=valid_from, valid_to=valid_to,
+                by_meaning=True,
             )
             return str(made["id"])  # its own, or the pending candidate it was folded into
         except Conflict:

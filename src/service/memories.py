@@ -202,8 +202,9 @@ class MemoryService:
                 occurred_at: datetime | None, visibility: str = "general", team: str | None = None,
                 review: str = NORMAL, id: UUID | None = None, receipt: str | None = None,
                 valid_from: datetime | None = None, valid_to: datetime | None = None,
-                actor: str = "engram", context: str | None = None) -> dict[str, Any]:
-        """A candidate, for the person to review. Learning from receipts and imports build on this.
+                actor: str = "engram", context: str | None = None, by_meaning: bool = False) -> dict[str, Any]:
+        """A candidate, for the person to review. Learning from receipts and imports build on this
+        (`by_meaning`: its relation to confirmed memories is judged by meaning too, learning's choice).
         One that says what a pending candidate already says is folded into it (its quote joins that
         one's evidence); one that repeats or changes a confirmed memory carries that `relation`."""
         Access(caller).require_holder()
@@ -223,7 +224,7 @@ class MemoryService:
             folded = self._gather(twin, PENDING, evidence, receipt=receipt, actor=actor) if twin else None
             if folded is not None:
                 return candidate_of(folded)
-            relation = self.relations.confirmed(access, scope, text)
+            relation = self.relations.confirmed(access, scope, text, by_meaning=by_meaning)
         memory = self._create(
             Memory.propose, caller, source=origin.as_dict(), visibility=visibility, team=team, text=text,
             evidence=evidence, review=review, expires_at=now + self.candidate_ttl, actor=actor, at=now, id=id,

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     daily_calls: Annotated[int, Field(ge=0)] = 100
     person_daily_tokens: Annotated[int, Field(ge=0)] | None = None
     person_daily_calls: Annotated[int, Field(ge=0)] | None = None
+    # while a model budget is spent: `defer` the receipts that need the model to the next UTC day, or learn
+    # from them by `rules` meanwhile (the receipt says so)
+    budget_fallback: Literal["defer", "rules"] = "defer"
     llm_base_url: str | None = None
     llm_model: str = "gpt-4o-mini"
     llm_api_key: str | None = None

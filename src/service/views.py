@@ -86,9 +86,11 @@ def memory_of_row(row: dict[str, Any], text: str | None, evidence: list[Any],
 def candidate_document(*, id: Any, text: str | None, status: str, review: str, visibility: str, team: str | None,
                        source: dict[str, Any] | None, evidence: list[Any], proposed_at: datetime,
                        expires_at: datetime | None, context: str | None,
-                       relation: dict[str, str] | None) -> dict[str, Any]:
+                       relation: dict[str, str] | None, valid_from: datetime | None,
+                       valid_to: datetime | None) -> dict[str, Any]:
     return {"id": str(id), "text": text, "status": status, "review": review, "visibility": visibility,
             "team": team, "source": source, "evidence": evidence, "context": context, "relation": relation,
+            "valid_from": valid_from, "valid_to": valid_to, "time_uncertain": valid_from is None,
             "proposed_at": proposed_at, "expires_at": expires_at}
 
 
@@ -97,6 +99,7 @@ def candidate_of(m: Memory) -> dict[str, Any]:
         id=m.id, text=m.current["text"], status=m.status, review=m.review, visibility=m.visibility, team=m.team,
         source=m.source, evidence=m.evidence or [], proposed_at=m.created_on, expires_at=m.expires_at,
         context=getattr(m, "context", None), relation=getattr(m, "relation", None),
+        valid_from=m.current["valid_from"], valid_to=m.current["valid_to"],
     )
 
 
@@ -106,5 +109,5 @@ def candidate_of_row(row: dict[str, Any], text: str | None, evidence: list[Any],
         id=row["memory_id"], text=text, status="pending_review", review=row["review"],
         visibility=row["visibility"], team=row["team"], source=row["source"], evidence=evidence,
         proposed_at=row["proposed_at"], expires_at=row["expires_at"], context=context,
-        relation=row.get("relation"),
+        relation=row.get("relation"), valid_from=row.get("valid_from"), valid_to=row.get("valid_to"),
     )

@@ -209,6 +209,41 @@ def test_twelve_receipts_against_a_call_cap_of_three(make, llm) -> None:
     assert system.learning.work(limit=20) == 3 and len(llm.calls) == 6
 
 
+def test_a_candidates_valid_time_is_resolved_against_the_messages_time_where_that_is_certain(make) -> None:
+    system, client, _ = make()
+    said = "2026-11-02T09:00:00+08:00"  # a Monday morning in Shanghai
+    for rid, text, when in (("r-1", "Next Thursday we have the quarterly offsite in Potsdam.", said),
+                            ("r-2", "我上个月搬到了杭州。", said),
+                            ("r-3", "I prefer aisle seats.", said),
+                            ("r-4", "Next Friday I'm on the night shift.", None)):
+        client.post("/v1/receipts", json=receipt(rid, text, occurred_at=when), headers=auth())
+    assert system.learning.work() == 4
+    found = {c["text"]: c for c in candidates(client)}
+    spans = {t: (c["valid_from"], c["valid_to"], c["time_uncertain"]) for t, c in found.items()}
+    assert spans == {
+        "Next Thursday we have the quarterly offsite in Potsdam": (
+            "2026-11-02T01:00:00Z", "2026-11-12T16:00:00Z", False),  # until the Friday after the later Thursday
+        "我上个月搬到了杭州": ("2026-09-30T16:00:00Z", None, False),
+        "I prefer aisle seats": (None, None, True),
+        "Next Friday I'm on the night shift": (None, None, True),  # when it was said is unknown
+    }
+
+
+def test_where_configured_the_rules_learn_while_the_model_budget_is_spent_and_the_receipt_says_so(make, llm) -> None:
+    system, client, _ = make(llm_base_url=llm.url, daily_calls=1, budget_fallback="rules")
+    for i in range(3):
+        text = f"I prefer meeting room {i} on Mondays."
+        llm.proposals[text] = [{"text": f"Prefers room {i} on Mondays", "quote": text}]
+        client.post("/v1/receipts", json=receipt(f"r-{i}", text), headers=auth())
+    assert system.learning.work() == 3 and len(llm.calls) == 1  # one model call, then the rules, uncharged
+    answers = [client.get(f"/v1/receipts/r-{i}", headers=auth()).json() for i in range(3)]
+    assert [(a["state"], a.get("reason"), a["extractor"]) for a in answers] == [
+        ("done", None, "llm"), ("done", "budget", "rules"), ("done", "budget", "rules")]
+    assert sorted(c["text"] for c in candidates(client)) == [
+        "I prefer meeting room 1 on Mondays", "I prefer meeting room 2 on Mondays", "Prefers room 0 on Mondays"]
+    assert system.learning.budget.today("acme", T0.date())["calls"] == 1
+
+
 def test_learning_by_rules_is_never_charged_or_stopped_by_the_model_budget(make) -> None:
     system, client, _ = make(daily_calls=1, daily_tokens=10)  # no model configured: the rule extractor
     for i in range(5):

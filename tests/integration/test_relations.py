@@ -78,6 +78,58 @@ def test_a_remember_of_what_a_confirmed_memory_says_extends_it(engram, client) -
     assert remember(client, "I prefer coffee in the afternoon", "m-3").status_code == 201
 
 
+def test_learning_finds_a_duplicate_said_in_other_words_by_meaning_but_never_a_changed_value(engram, client) -> None:
+    """The packaged model's vectors: what the words miss ("the blue Civic, a Honda"), when the same names
+    and numbers are said; the same sentence with another value is not a duplicate however near."""
+    car = remember(client, "I drive a blue Honda Civic", "m-1").json()
+    daughter = remember(client, "我女儿叫朵朵", "m-2").json()
+    assert engram.embedding.work() == 2
+    say(client, engram, "m-3", "My car is the blue Civic, a Honda.")
+    say(client, engram, "m-4", "我闺女名字叫朵朵。")
+    say(client, engram, "m-5", "我闺女名字叫豆豆。")
+    found = {c["text"]: c["relation"] for c in candidates(client)}
+    assert found["My car is the blue Civic, a Honda"] == {"kind": "duplicate", "memory_id": car["id"]}
+    assert found["我闺女名字叫朵朵"] == {"kind": "duplicate", "memory_id": daughter["id"]}
+    assert (found["我闺女名字叫豆豆"] or {}).get("kind") != "duplicate"
+
+
+def test_with_a_model_configured_it_judges_what_the_rules_and_vectors_leave_within_the_budget(
+        settings, database, llm) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.api.bootstrap import Engram
+    from engram.api.http import create_app
+
+    from helpers import SECRET
+
+    asked: list[tuple[str, list[str]]] = []
+
+    def judge(new: str, olds: list[str]) -> list[dict[str, Any]]:
+        asked.append((new, olds))
+        return [{"index": i, "kind": "update"} for i, old in enumerate(olds, 1) if "Berlin" in old]
+
+    llm.relations = judge
+    moved, again = "Home is Lisbon now.", "Home is Porto now."
+    llm.proposals[moved] = [{"text": "Home is Lisbon now", "quote": "Home is Lisbon now."}]
+    llm.proposals[again] = [{"text": "Home is Porto now", "quote": "Home is Porto now."}]
+    system = Engram.open(settings.replace(llm_base_url=llm.url, llm_model="test-model", daily_calls=3),
+                         database=database, background=False)
+    try:
+        client = TestClient(create_app(system, SECRET))
+        berlin = remember(client, "My flat is in Berlin", "m-1").json()
+        assert system.embedding is not None and system.embedding.work() == 1
+        say(client, system, "m-2", moved)
+        [candidate] = candidates(client)
+        assert candidate["relation"] == {"kind": "update", "memory_id": berlin["id"]}
+        assert asked == [("Home is Lisbon now", ["My flat is in Berlin"])]  # only the person's own, by text
+        assert system.learning.budget.today("acme", NOW.date())["calls"] == 2  # extraction and the judge
+        say(client, system, "m-3", again)  # the third call extracts; the judge finds the budget spent
+        assert len(asked) == 1
+        assert {c["text"]: c["relation"] for c in candidates(client)}["Home is Porto now"] is None
+    finally:
+        system.close()
+
+
 def test_a_candidate_repeating_a_confirmed_memory_confirms_into_it(engram, client) -> None:
     made = remember(client, "My manager is Priya", "m-1").json()
     say(client, engram, "m-2", "My manager is Priya.")
@@ -162,6 +214,29 @@ def test_a_models_fragment_becomes_a_candidate_that_stands_on_its_own(settings, 
         assert candidate["text"] == "Luis is my landlord and he only answers texts"
         assert candidate["evidence"][0]["quote"] == "he only answers texts"
         assert candidate["context"] == message
+    finally:
+        system.close()
+
+
+def test_a_models_proposal_that_leans_on_an_earlier_message_or_passes_on_a_rumour_is_not_a_candidate(
+        settings, database, llm) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.api.bootstrap import Engram
+    from engram.api.http import create_app
+
+    from helpers import SECRET
+
+    message = "She's bringing her son. Apparently Rui is moving to Coimbra. I live in Campo de Ourique."
+    llm.proposals[message] = [{"text": "She's bringing her son", "quote": "She's bringing her son"},
+                              {"text": "Apparently Rui is moving to Coimbra", "quote": "Apparently Rui is moving to Coimbra"},
+                              {"text": "Lives in Campo de Ourique", "quote": "I live in Campo de Ourique"}]
+    system = Engram.open(settings.replace(llm_base_url=llm.url, llm_model="test-model"), database=database,
+                         background=False)
+    try:
+        client = TestClient(create_app(system, SECRET))
+        say(client, system, "m-1", message)
+        assert [c["text"] for c in candidates(client)] == ["Lives in Campo de Ourique"]
     finally:
         system.close()
 

@@ -162,9 +162,29 @@ def test_a_memory_that_leans_on_words_before_it_says_them_and_keeps_its_own_quot
         ("I hate cilantro", "I hate cilantro."), ("I hate cilantro. Please never put it in my food",
                                                  "Please never put it in my food.")]
     assert pairs("我妹妹下周来杭州。她住三天。")[1] == ("我妹妹下周来杭州。她住三天", "她住三天。")
-    # a time word is not a pronoun, and nothing before the start of a message can be leaned on
+    # a time word is not a pronoun; one first in a message may name its referent after it
     assert pairs("这个周末要去苏州看外婆。") == [("这个周末要去苏州看外婆", "这个周末要去苏州看外婆。")]
-    assert pairs("She hates surprises, so no surprise party for my mom.")[0] == ("She hates surprises", "She hates surprises")
+    assert pairs("She hates surprises, so no surprise party for my mom.")[0] == (
+        "She hates surprises, so no surprise party for my mom", "She hates surprises")
+
+
+def test_what_leans_on_an_earlier_message_or_passes_on_what_others_say_is_not_proposed() -> None:
+    # the referent is in a message before this one: the person could not judge it, a bot could not use it
+    for message in ("she's bringing her son Tiago, he's 9 and gets bored fast.", "Good, I'll send that tomorrow.",
+                    "actually scratch Saturday, we'll go Sunday instead.", "他下周三到，住两晚。",
+                    "我是坚决不同意的，这个你记一下。", "哦对了纠正一下，不是上周，是上上周四住的院。",
+                    "random, but my colleague Rui says the ward manager is moving to Coimbra.",
+                    "听说我们科主任要退休了。", "I've been here 3 years."):
+        assert pairs(message) == [], message
+    # ... while the same words with their referent, advice given to the person, or weather stay
+    assert pairs("My son Tiago is 9, he gets bored fast.")[-1][0] == "My son Tiago is 9, he gets bored fast"
+    assert pairs("My physio says no running for six weeks.") == [
+        ("My physio says no running for six weeks", "My physio says no running for six weeks.")]
+    assert pairs("I usually cycle to work unless it rains.")[0][0] == "I usually cycle to work unless it rains"
+    assert pairs("小王是我的助理，日程都找她。")[-1][0] == "小王是我的助理，日程都找她"
+    assert pairs("whenever I ask about food for Noah, always assume peanut free.") == [
+        ("whenever I ask about food for Noah, always assume peanut free",
+         "whenever I ask about food for Noah, always assume peanut free.")]
 
 
 def test_a_models_leaning_text_is_given_its_referent_and_a_standing_one_is_kept() -> None:
