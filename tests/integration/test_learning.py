@@ -227,6 +227,10 @@ def test_a_candidates_valid_time_is_resolved_against_the_messages_time_where_tha
         "I prefer aisle seats": (None, None, True),
         "Next Friday I'm on the night shift": (None, None, True),  # when it was said is unknown
     }
+    page = client.get("/memory", headers=auth()).text  # the card says it in plain words
+    assert ('True from <time datetime="2026-11-02T01:00:00+00:00">2026-11-02 01:00 UTC</time> until '
+            '<time datetime="2026-11-12T16:00:00+00:00">') in page
+    assert 'True since <time datetime="2026-09-30T16:00:00+00:00">' in page
 
 
 def test_where_configured_the_rules_learn_while_the_model_budget_is_spent_and_the_receipt_says_so(make, llm) -> None:
