@@ -32,7 +32,7 @@ _PERSON_EN = re.compile(
     r"wife|husband|partner|son|daughter|kids?|child|children|baby|mum|mom|mother|dad|father|parents?|"
     r"sister|brother|sibling|aunt|uncle|cousin|niece|nephew|grand(?:ma|pa|mother|father|parents?)|"
     r"friend|colleague|coworker|boss|neighbou?r|roommate|flatmate|fianc[ée]e?|girlfriend|boyfriend)\b)"
-    r"|\b[A-Z][a-z]+'s\b",
+    r"|\b[A-Z][a-z]+'s\b|\b[A-Z][a-z]+\s+and\s+[A-Z][a-z]+\b",  # ... or two people named together
 )
 _SURNAMES = (
     "王李张刘陈杨赵黄周吴徐孙胡朱高林何郭马罗梁宋郑谢韩唐冯于董萧程曹袁邓许傅沈曾彭吕苏卢蒋蔡贾丁魏薛叶"
@@ -90,7 +90,8 @@ _IDIOMS = re.compile(
     r"capture[ds]?|won)\s+(?:\w+\s+)?(?:my|his|her|their|our)\s+hearts?|\b(?:my|his|her|our)\s+heart\s+(?:is|was|'s)\s+"
     r"(?:so\s+|just\s+|really\s+)?(?:full|melting|broken|in\s+it|set\s+on)|\bheart\s+(?:goes|went)\s+out|"
     r"\bfrom\s+the\s+bottom\s+of\s+(?:my|our)\s+heart|\b(?:owe|owes|owed)\s+(?:you|me|him|her|them|us)\s+"
-    r"(?:one|a\s+(?:coffee|drink|beer|pint|lunch|dinner|favou?r|round|big\s+one)|an\s+(?:apology|explanation))|"
+    r"(?:one|a\s+(?:(?:bottle|glass|cup|box|slice|piece)\s+of\s+\w+|coffee|drink|beer|pint|lunch|dinner|favou?r|round|"
+    r"big\s+one|cake|meal|visit|call|hug|thank[\s-]you)|an\s+(?:apology|explanation))|"
     r"\b(?:gave|give|gives|giving)\s+(?:me|us|him|her|them|everyone)\s+(?:a\s+)?(?:heart\s+attack|migraine|ulcer)|"
     r"\b(?:nearly|almost)\s+had\s+a\s+heart\s+attack|\b(?:is|was|are|like)\s+a\s+cancer\b|\ba\s+cancer\s+(?:on|in|to)\b|"
     r"\bfell\s+on\s+deaf\s+ears|\bturn(?:ed|ing)?\s+a\s+blind\s+eye|\bblind\s+spots?|\bdouble[\s-]blind|"
@@ -98,6 +99,10 @@ _IDIOMS = re.compile(
     r"\b(?:articles?|books?|documentar(?:y|ies)|podcasts?|news|papers?|talks?|lectures?|films?|movies?|shows?|"
     r"episodes?|series|courses?|webinars?|pieces?|essays?|stor(?:y|ies)|thesis|dissertation|assignments?|memoirs?|"
     r"blog\s+posts?|columns?|presentations?|interviews?|chapters?)\s+(?:\w+\s+){0,4}(?:about|on)\s+(?:[\w&]+\s+){0,6}[\w&]+|"
+    r"\b(?:reading|read|learning|learnt|learned|heard)\s+about\s+[^.]{0,60}|\bwhere\s+you\s+(?:\w+\s+){0,2}"
+    r"(?:pay|save|borrow|owe|invest)\b|"
+    r"(?:有|很多|不少|一些|听)(?:医生|专家|人)(?:说|建议|讲)|(?:差点|快要?|都要|简直要)?(?:把我)?气(?:出|得)"
+    r"(?:心梗|心脏病|高血压|脑溢血|病|内伤|乳腺增生)|"
     r"(?:想做|想当|想从事|从事|学的是|读的是|专业是?|报的是|报考|考研考)[^，。,.]{0,6}(?:心理咨询|心理治疗|心理学|护理|临床|医学|药学)|"
     r"关于[^，。,.]{0,10}(?:文章|书|新闻|报道|纪录片|讲座|研究|课程|视频|论文)|"
     r"\b(?:is|was|works\s+as|worked\s+as|as)\s+an?\s+(?:\w+\s+)?(?:nurse|doctor|surgeon|therapist|midwife|pharmacist|"
@@ -335,7 +340,8 @@ _PERSONAL_HEALTH_EN = (
     r"side\s+effects|symptoms|recovery|relapse|treatment|disease|syndrome|disorder|infection|dose|dosage|"
     r"(?:my|his|her|their)\s+(?:anxiety|condition|illness|health|scan|scans|results)|(?:have|has|with)\s+anxiety|"
     r"deaf|blind|disabled|disability|painkillers|steroids|nurse|\w{4,}ologist|lumps?(?!\s+sum)|"
-    r"(?!diagnosis|prognosis|osmosis|symbiosis|hypnosis|diploma|aroma|empathy|sympathy|apathy|antipathy|telepathy)"
+    r"(?!diagnosis|prognosis|osmosis|symbiosis|hypnosis|diploma|aroma|empathy|sympathy|apathy|antipathy|telepathy|"
+    r"sonoma|oklahoma|tacoma|paloma|genoma)"
     r"\w{3,}(?:itis|i?asis|osis|oma|a?emia|pathy)|"
     r"(?:appendix|gallbladder|tonsils|wisdom\s+teeth|tooth|mole|cyst|lump|ovary|ovaries|uterus|kidney|spleen|"
     r"thyroid|polyps?)\s+(?:removed|out|taken\s+out)"
@@ -411,7 +417,7 @@ _RULES: list[_Rule] = [
                  r"\biva\b|ccjs?|county\s+court\s+judge?ments?|(?:my|his|her|their)\s+credit\s+(?:is|was)|hard\s+up|"
                  r"strapped\s+for\s+cash|(?:us(?:e|ed|ing)|rel(?:y|ied|ying)\s+on|go(?:ing)?\s+to|went\s+to|need(?:ed)?)\s+(?:the\s+|a\s+)?food\s+banks?|food\s+stamps|unemployment\s+benefits?|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
         statement=True),
-    _en(FINANCE, r"(?:account|acct|card|routing|sort|iban|swift|bic)\s*(?:number|no\.?|code|#)?\s*(?:is|:)?\s*\d[\d -]{3,}"),
+    _en(FINANCE, r"(?:account|acct|card|routing|sort|iban|swift|bic)\s*(?:number|no\.?|code|#)?\s*(?:is|:|,)?\s*\d[\d -]{3,}"),
     _en(FINANCE, r"(?:ending|ends)\s+(?:in\s+|with\s+)?\d{4}"),
     _Rule(FINANCE, re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)"), check=_card_number),
     _Rule(FINANCE, re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:\s?[A-Z0-9]{4}){2,7}(?:\s?[A-Z0-9]{1,4})?(?![A-Za-z0-9])")),
@@ -427,6 +433,8 @@ _RULES: list[_Rule] = [
     _zh(FINANCE, r"欠了|还欠|欠[^，。,.]{0,6}(?:钱|银行|信用卡|花呗|借呗|网贷|万|千|块)|还不上|[交还付]不起|手头[^，。,.]{0,2}紧|"
                  r"破产了|刷爆|透支|还债|二次抵押|靠[^，。,.]{0,2}信用卡|失业金|低保|救济金|钱紧|缺钱|没钱了|存[^，。,.]{0,2}(?:\d|[一二两三四五六七八九十百千万])+\s*[块元万千]",
         statement=True),
+    _zh(FINANCE, r"(?:银行|[招工建农中交]行|邮储|卡)[^。.;；\d]{0,6}\d{4}[ -]\d{4}[ -]\d{4}[ -]\d{4}(?:[ -]\d{1,3})?(?!\d)"),
+    _en(FINANCE, r"(?:bank|card|visa|mastercard|amex|debit|credit)[^.;\d]{0,20}\d{4}[ -]\d{4}[ -]\d{4}[ -]\d{4}(?!\d)"),
     _zh(FINANCE, r"(?:卡号|账号|账户|银行卡|工资卡)[^，。,.\d]{0,4}\d[\d -]{5,}|尾号\s*(?:是|为|：|:)?\s*\d{4}"),
     # identity documents
     _en(IDENTITY,
@@ -434,7 +442,8 @@ _RULES: list[_Rule] = [
         r"national\s+id|residence\s+permit|visa)\b[^;]{0,30}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]"),
     _en(IDENTITY, r"(?:scan|copy|photo|picture)\s+of\s+(?:my|his|her|their|the\s+customer's|[A-Z][a-z]+'s)\s+"
                   r"(?:(?:driving|driver'?s?)\s+)?(?:passport|licen[cs]e|id|id\s+card|identity\s+card|birth\s+certificate)"),
-    _en(IDENTITY, r"date\s+of\s+birth|dob|born\s+(?:on\s+)?(?:\d{1,2}\s+\w+|\w+\s+\d{1,2},?)\s+\d{4}"),
+    _en(IDENTITY, r"date\s+of\s+birth|dob|(?:born|birthday(?:'s|\s+is)?)\s+(?:on\s+|was\s+)?(?:\d{1,2}(?:st|nd|rd|th)?\s+"
+                  r"(?:of\s+)?\w+|\w+\s+\d{1,2}(?:st|nd|rd|th)?,?)\s+(?:19|20)\d{2}"),
     _Rule(IDENTITY, re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")),
     _Rule(IDENTITY, re.compile(r"(?<!\d)\d{17}[\dXx](?!\d)"), check=_cn_id_valid),
     _zh(IDENTITY,
@@ -445,7 +454,7 @@ _RULES: list[_Rule] = [
     _zh(IDENTITY, r"出生日期|生日是?\s*\d{4}年|\d{4}年\d{1,2}月\d{1,2}[日号][^，。,.]{0,6}出生|(?:出生|生)于\s*\d{4}年"),
     # a person's private life: a marriage ending, an affair
     _en(PRIVATE, r"(?:getting|got|going\s+through\s+(?:a\s+)?(?:\w+\s+)?|filed\s+for\s+(?:a\s+)?|asked\s+for\s+a\s+)divorce"),
-    _en(PRIVATE, r"divorc(?:ed|ing)|(?:are|is|they're|they\s+are)\s+separating|(?:having|had)\s+an\s+affair|"
+    _en(PRIVATE, r"divorc(?:ed|ing)|(?:are|is|they're|they\s+are)\s+(?:separating|splitting\s+up)|(?:having|had)\s+an\s+affair|"
                  r"cheat(?:ed|ing)\s+on\s+(?:him|her|them|his|my)", "person"),
     _zh(PRIVATE, r"出轨|闹离婚|离婚了|在离婚|要离婚|分居|婚外情|劈腿|小三|"
                  r"(?:在一起|好上)了[^。]{0,12}(?:有家庭|已婚|结婚了)", "person"),
@@ -460,7 +469,9 @@ _RULES: list[_Rule] = [
     _en(CONTACT, r"(?:lives?|living|moved|staying)\s+(?:at|in|to)\s+(?:flat\s+\d+,?\s+)?\d{1,5}\w?\s+(?:[A-Z][a-z]+\s+){1,3}"
                  r"(?:street|st|road|rd|lane|ln|avenue|ave|drive|dr|close|way|crescent|place|terrace|court|boulevard|"
                  r"blvd|square|gardens|grove|row|mews|hill|park)"
-                 r"|(?:home|house|postal|mailing|personal)\s+address|address\s+is\s+\d+"),
+                 r"|(?:home|house|postal|mailing|personal)\s+address|address\s+is\s+\d+"
+                 r"|\b\d{1,5}\s+(?:[A-Z][a-z]+\s+){1,3}(?:street|st|road|rd|lane|avenue|ave|drive|dr|close|way|place|"
+                 r"terrace|court|boulevard|blvd),?\s+(?:apartment|apt|flat|unit|suite)\s*#?\d+"),
     _zh(CONTACT, r"(?:住在|住址|家住|家庭住址|家的地址|家在|搬到|地址是|地址在)"
                  r"[^，。,.]{0,16}?(?:路|街|道|巷|弄|村|小区|号|单元|室|栋|楼)"
                  r"|(?:手机|电话|微信|邮箱)(?:号码?)?是"),

@@ -95,6 +95,11 @@ def test_every_labelled_secret_is_refused_and_nothing_else_is(scored: list) -> N
     "我报的是心理学专硕，以后想做心理咨询",
     "她说急诊科晚上比白天还忙",
     "我同事说现在存款利率又降了",
+    "I owe you a bottle of wine after that.",
+    "I've been reading about the snowball method, where you pay off the smallest balance first.",
+    "The wedding is at a winery near Sonoma.",
+    "这熊孩子差点把我气出心脏病",
+    "有专家说空腹喝咖啡不好",
 ])
 def test_business_talk_metaphors_and_passing_states_are_ordinary(text: str) -> None:
     assert RULES.classify(text) == NORMAL_CONTENT
@@ -129,6 +134,11 @@ def test_business_talk_metaphors_and_passing_states_are_ordinary(text: str) -> N
     "I've got a hospital appointment about my heart on Thursday.",
     "我今年涨薪了，现在一个月一万八。",
     "其实我自己猫毛过敏，每天都得吃氯雷他定",
+    "My savings account number, 0071-338204, is the one the refund should go to.",
+    "My birthday is 2 May 1987, if the form asks.",
+    "Tom and Priya are splitting up, it's been coming for a while.",
+    "She's at her sister's until Friday, 28 Elm Road, flat 4.",
+    "工行的，6222 0210 0112 3456，户名王芳",
 ])
 def test_health_money_documents_and_other_peoples_details_wait_for_review(text: str) -> None:
     assert RULES.classify(text) == SENSITIVE_CONTENT
