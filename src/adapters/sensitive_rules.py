@@ -90,7 +90,7 @@ _IDIOMS = re.compile(
     r"capture[ds]?|won)\s+(?:\w+\s+)?(?:my|his|her|their|our)\s+hearts?|\b(?:my|his|her|our)\s+heart\s+(?:is|was|'s)\s+"
     r"(?:so\s+|just\s+|really\s+)?(?:full|melting|broken|in\s+it|set\s+on)|\bheart\s+(?:goes|went)\s+out|"
     r"\bfrom\s+the\s+bottom\s+of\s+(?:my|our)\s+heart|\b(?:owe|owes|owed)\s+(?:you|me|him|her|them|us)\s+"
-    r"(?:one|a\s+(?:(?:bottle|glass|cup|box|slice|piece)\s+of\s+\w+|coffee|drink|beer|pint|lunch|dinner|favou?r|round|"
+    r"(?:one|big\s+time|a\s+lot\s+for\s+this|a\s+(?:(?:bottle|glass|cup|box|slice|piece)\s+of\s+\w+|coffee|drink|beer|pint|lunch|dinner|favou?r|round|"
     r"big\s+one|cake|meal|visit|call|hug|thank[\s-]you)|an\s+(?:apology|explanation))|"
     r"\b(?:gave|give|gives|giving)\s+(?:me|us|him|her|them|everyone)\s+(?:a\s+)?(?:heart\s+attack|migraine|ulcer)|"
     r"\b(?:nearly|almost)\s+had\s+a\s+heart\s+attack|\b(?:is|was|are|like)\s+a\s+cancer\b|\ba\s+cancer\s+(?:on|in|to)\b|"
@@ -99,7 +99,11 @@ _IDIOMS = re.compile(
     r"\b(?:articles?|books?|documentar(?:y|ies)|podcasts?|news|papers?|talks?|lectures?|films?|movies?|shows?|"
     r"episodes?|series|courses?|webinars?|pieces?|essays?|stor(?:y|ies)|thesis|dissertation|assignments?|memoirs?|"
     r"blog\s+posts?|columns?|presentations?|interviews?|chapters?)\s+(?:\w+\s+){0,4}(?:about|on)\s+(?:[\w&]+\s+){0,6}[\w&]+|"
-    r"\b(?:reading|read|learning|learnt|learned|heard)\s+about\s+[^.]{0,60}|\bwhere\s+you\s+(?:\w+\s+){0,2}"
+    r"\b(?:reading|read|learning|learnt|learned|heard)\s+about\s+[^.]{0,60}|"
+    r"\b(?:debt|money|loans?|credit|cancer|therapy)\s+(?:is|was|are)\s+(?:just\s+)?like\b|"
+    r"(?:负债|欠债|贷款|钱|癌)[^，。,.]{0,2}就像|赚钱机器|"
+    r"\bnurs(?:e|ing)\s+(?:practitioner\s+)?(?:degree|school|course|training|program(?:me)?|exams?|jobs?|shifts?)|"
+    r"(?:理财|金融|财务|投资)课|\bwhere\s+you\s+(?:\w+\s+){0,2}"
     r"(?:pay|save|borrow|owe|invest)\b|"
     r"(?:有|很多|不少|一些|听)(?:医生|专家|人)(?:说|建议|讲)|(?:差点|快要?|都要|简直要)?(?:把我)?气(?:出|得)"
     r"(?:心梗|心脏病|高血压|脑溢血|病|内伤|乳腺增生)|"
@@ -315,7 +319,7 @@ _CONDITIONS_EN = (
     r"(?:lactose|gluten|fructose)\s+intoleran\w+|"
     r"beta[\s-]blockers|blood\s+thinners|warfarin|opioids|morphine|oxycodone|tramadol|levothyroxine|thyroxine|hrt|"
     r"contracepti\w+|birth\s+control|propranolol|omeprazole|ozempic|wegovy|mounjaro|melatonin|antipsychotics?|"
-    r"mood\s+stabili[sz]ers?|benzodiazepines?|ssris?|naltrexone|prep|methotrexate|immunotherapy|cpap|"
+    r"mood\s+stabili[sz]ers?|benzodiazepines?|ssris?|naltrexone|(?<!meal\s)(?<!meal-)prep(?!\s+(?:time|work|day|list|school|cook))|methotrexate|immunotherapy|cpap|"
     r"c-section|caesarean|cesarean|midwife|antenatal|prenatal|postnatal|maternity\s+ward|morning\s+sickness|"
     r"trimester|expecting\s+(?:a|our|their|his|her|my)\s+(?:first\s+|second\s+|third\s+)?(?:baby|child|twins)|"
     r"transfusion|stent|heart\s+bypass|ultrasound|mammogram|smear\s+test|stitches|fractures?|root\s+canal|"
@@ -339,7 +343,7 @@ _PERSONAL_HEALTH_EN = (
     r"doctor|gp|physio\w*|diagnos[ie]s|allerg(?:y|ies)|breakdown|sick\s+(?:leave|note)|off\s+sick|clinic|"
     r"side\s+effects|symptoms|recovery|relapse|treatment|disease|syndrome|disorder|infection|dose|dosage|"
     r"(?:my|his|her|their)\s+(?:anxiety|condition|illness|health|scan|scans|results)|(?:have|has|with)\s+anxiety|"
-    r"deaf|blind|disabled|disability|painkillers|steroids|nurse|\w{4,}ologist|lumps?(?!\s+sum)|"
+    r"deaf|blind|disabled|disability|painkillers|steroids|\w{4,}ologist|lumps?(?!\s+sum)|"
     r"(?!diagnosis|prognosis|osmosis|symbiosis|hypnosis|diploma|aroma|empathy|sympathy|apathy|antipathy|telepathy|"
     r"sonoma|oklahoma|tacoma|paloma|genoma)"
     r"\w{3,}(?:itis|i?asis|osis|oma|a?emia|pathy)|"
@@ -372,7 +376,7 @@ _CONDITIONS_ZH = (
 )
 _PERSONAL_HEALTH_ZH = (
     r"吃[^，。,.]{0,6}药|服药|用药|药物|打针|手术|医生[说让给开建]|看医生|看病|医院[检复治看做]|过敏性|过敏体质|"
-    r"生病|病了|发病|犯病|发作|症状|打[^，。,.]{0,5}针|CT|B超|做[^，。,.]{0,4}治疗|[康理治]疗师|康复师|医师|护士|"
+    r"生病|病了|发病|犯病|发作|症状|打[^，。,.]{0,5}针|CT|B超|做[^，。,.]{0,4}治疗|[康理治]疗师|康复师|医师|"
     r"扁桃体|阑尾|胆囊|子宫|卵巢|前列腺|乳腺|脊椎|腰椎|颈椎|肝脏|肾脏|脾脏|胰腺|结肠|直肠|"
     r"[\u4e00-\u9fff]{1,4}(?:炎|溃疡|结石|增生|囊肿|疱疹|疹|综合征|综合症|后遗症|障碍|震荡|杂音|泻)|手抖|"
     r"[\u4e00-\u9fff]{1,4}(?:普利|洛尔|沙坦|他汀|拉唑|西汀|曲坦|西泮|唑仑|环素|替尼|单抗|普兰|替丁|双胍|霉素|西林|他定|利嗪)|"
@@ -393,6 +397,8 @@ _RULES: list[_Rule] = [
     _en(HEALTH, rf"allergic\s+to\s+(?:\w+\s+)?(?:{_ALLERGENS})"),
     _zh(HEALTH, _CONDITIONS_ZH),
     _zh(HEALTH, _PERSONAL_HEALTH_ZH, "person"),
+    _zh(HEALTH, r"(?:要|得|刚|去|准备|约了|排了)(?:做|动)[^，。,.]{0,12}手术|(?:医生|大夫)[^。]{0,10}开了|"
+                r"每天(?:吃|服)[一两半\d]+(?:片|粒|颗)", statement=True),
     _zh(HEALTH, rf"对(?:{_ALLERGENS_ZH})(?:[^，。,.]{{0,2}})过敏"),
     _zh(HEALTH, rf"(?:{_ALLERGENS_ZH})过敏", "person"),
     # finances
@@ -403,7 +409,7 @@ _RULES: list[_Rule] = [
         r"student\s+loans?|(?:credit\s+card|card|gambling|personal|medical)\s+debt|net\s+worth|pension\s+pot|"
         r"pay\s*slips?|pay\s*(?:rise|raise)|take[\s-]home\s+pay|debt\s+collectors?"),
     _en(FINANCE,
-        r"salar(?:y|ies)|wages?|earn(?:s|ed|ing)?|income|bonus|savings|mortgage|loans?|debt|owe[sd]?|owing|"
+        r"salar(?:y|ies)|wages?|earn(?:s|ed|ing)?|income|savings|mortgage|loans?|debt|owe[sd]?|owing|"
         r"borrowed|pension|lost\s+(?:\w+\s+){0,3}money|pay(?:ing)?\s+(?:it\s+)?back|pay(?:ing)?\s+off|paid\s+off|"
         r"(?:am|'m|is|are|get|gets|got)\s+paid|take[\s-]home(?:\s+(?:pay|is|was))|pays|paying\s+me|i'?m\s+on\s+[$£€]?\d|borrow(?:ed|ing)?\s+(?:\w+\s+)?(?:money|cash|from)|amex|mastercard|visa\s+(?:card|debit|credit|number|ending)",
         "person_or_amount"),
@@ -415,7 +421,7 @@ _RULES: list[_Rule] = [
                  r"behind\s+on\s+(?:my\s+|the\s+|our\s+)?(?:\w+\s+)?(?:finance|loan|card|repayments|tax)|"
                  r"living\s+on\s+(?:credit\s+cards?|my\s+overdraft|loans)|(?:can't|cannot|couldn't)\s+pay\s+(?:it|them|this)|"
                  r"\biva\b|ccjs?|county\s+court\s+judge?ments?|(?:my|his|her|their)\s+credit\s+(?:is|was)|hard\s+up|"
-                 r"strapped\s+for\s+cash|(?:us(?:e|ed|ing)|rel(?:y|ied|ying)\s+on|go(?:ing)?\s+to|went\s+to|need(?:ed)?)\s+(?:the\s+|a\s+)?food\s+banks?|food\s+stamps|unemployment\s+benefits?|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
+                 r"strapped\s+for\s+cash|(?:us(?:e|ed|ing)|rel(?:y|ied|ying)\s+on|go(?:ing)?\s+to|went\s+to|need(?:ed)?)\s+(?:the\s+|a\s+)?food\s+banks?|food\s+stamps|unemployment\s+benefits?|(?:applied|signed\s+up|claim(?:ed|ing)?|on)\s+(?:for\s+)?unemployment|jobseeker'?s|sav(?:e|ed|ing)\s+(?:up\s+)?[$£€]?\d+",
         statement=True),
     _en(FINANCE, r"(?:account|acct|card|routing|sort|iban|swift|bic)\s*(?:number|no\.?|code|#)?\s*(?:is|:|,)?\s*\d[\d -]{3,}"),
     _en(FINANCE, r"(?:ending|ends)\s+(?:in\s+|with\s+)?\d{4}"),
@@ -426,10 +432,11 @@ _RULES: list[_Rule] = [
         r"(?:还款|账单|贷款|房贷|车贷|信用卡)[^，。,.]{0,4}逾期|逾期[^，。,.]{0,2}(?:记录|还款)|助学贷款|"
         r"(?:信用卡|卡)[^，。,.]{0,2}(?:欠|账单|额度)|降薪|减薪"),
     _zh(FINANCE,
-        r"工资|薪水|薪资|月薪|年薪|底薪|收入|存款|积蓄|公积金|房贷|车贷|贷款|亏了|赚了|借了|理财|股票|年终奖|奖金|提成|到手|"
+        r"工资|薪水|薪资|月薪|年薪|底薪|收入|存款|积蓄|公积金|房贷|车贷|贷款|亏了|赚了|借了|理财|股票|到手|"
         r"房租|月租|首付|补税|退税|社保|储蓄|抵押|挣得?|赚得?",
         "person_or_amount"),
-    _zh(FINANCE, r"涨薪|加薪|调薪", "amount"),
+    _zh(FINANCE, r"涨薪|加薪|调薪|年终奖|奖金|提成", "amount"),
+    _en(FINANCE, r"bonus(?:es)?", "amount"),
     _zh(FINANCE, r"欠了|还欠|欠[^，。,.]{0,6}(?:钱|银行|信用卡|花呗|借呗|网贷|万|千|块)|还不上|[交还付]不起|手头[^，。,.]{0,2}紧|"
                  r"破产了|刷爆|透支|还债|二次抵押|靠[^，。,.]{0,2}信用卡|失业金|低保|救济金|钱紧|缺钱|没钱了|存[^，。,.]{0,2}(?:\d|[一二两三四五六七八九十百千万])+\s*[块元万千]",
         statement=True),
@@ -439,7 +446,7 @@ _RULES: list[_Rule] = [
     # identity documents
     _en(IDENTITY,
         r"(?:passport|licen[cs]e|id\s+card|identity\s+card|social\s+security|national\s+insurance|ni|nhs|tax\s+id|tin|ssn|"
-        r"national\s+id|residence\s+permit|visa)\b[^;]{0,30}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]"),
+        r"national\s+id|residence\s+permit|visa)\b[^;]{0,45}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]"),
     _en(IDENTITY, r"(?:scan|copy|photo|picture)\s+of\s+(?:my|his|her|their|the\s+customer's|[A-Z][a-z]+'s)\s+"
                   r"(?:(?:driving|driver'?s?)\s+)?(?:passport|licen[cs]e|id|id\s+card|identity\s+card|birth\s+certificate)"),
     _en(IDENTITY, r"date\s+of\s+birth|dob|(?:born|birthday(?:'s|\s+is)?)\s+(?:on\s+|was\s+)?(?:\d{1,2}(?:st|nd|rd|th)?\s+"
@@ -510,6 +517,9 @@ def _contact_is_business(segment: str, match: re.Match[str]) -> bool:
         return bool(_ROLE_MAILBOX.match(value))
     if re.match(r"\+?(?:1[\s-]?)?(?:\(?(?:800|888|877|866|855|844|833)\)?|0800|400)[\s-]?\d", value):
         return True  # toll-free numbers belong to businesses
+    if re.search(r"\b(?:dial[\s-]?in|conference|meeting\s+id|bridge|zoom|webex|teams\s+call)\b|会议号|拨入", segment,
+                 re.IGNORECASE):
+        return True  # a meeting's dial-in
     if re.fullmatch(r"[\d\s().+-]+", value):
         return _business_line_before(segment, match.start())
     if _business_line_before(segment, match.start()):
