@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -268,7 +269,7 @@ class Fuzzer:
 
     def _check_declared(self, method: str, path: str, status: int, shape: str) -> None:
         """A raw request's answer is one its operation declares (a path no route takes aside: 404/405)."""
-        bare = path.split("?", 1)[0]
+        bare = unquote(path.split("?", 1)[0])  # routed as the server decodes it: an id "a%2Fb" takes no route
         for declared_method, pattern, statuses in self.declared:
             if declared_method == method and pattern.match(bare):
                 if str(status) not in statuses:
