@@ -15,7 +15,6 @@ import re
 from collections.abc import Iterator
 
 from .extraction_standing import HAN, stands_alone
-from .extraction_standing import ZH_PERSON as _ZH_PERSON
 
 # -- sentences and clauses ------------------------------------------------------------------
 
@@ -262,6 +261,10 @@ def _english(clause: str, *, first: bool) -> tuple[bool, bool]:
 
 # -- Chinese ------------------------------------------------------------------------------------
 
+_ZH_PERSON = (r"(?:老婆|老公|太太|丈夫|妻子|爱人|对象|男朋友|女朋友|儿子|女儿|孩子|妈妈|妈|爸爸|爸|父母|父亲|母亲|"
+              r"哥哥|哥|姐姐|姐|弟弟|弟|妹妹|妹|爷爷|奶奶|外公|外婆|姥姥|姥爷|岳父|岳母|公公|婆婆|舅舅|姑姑|阿姨|"
+              r"叔叔|表哥|表姐|表弟|表妹|侄子|侄女|外甥|同事|朋友|同学|室友|邻居|领导|老板|经理|主管|总监|助理|"
+              r"导师|老师|医生|律师|房东|客户|合伙人|投资人|设计师|法务|团队|组|部门|公司|家)")
 _ZH_SUBJECT = re.compile(
     rf"^(?:另外|还有|对了|而且|顺便说一下)?[，,]?(?:我|我们|咱们|他|她|他们|{_ZH_PERSON}|[\u4e00-\u9fff]{{1,2}}总|"
     rf"小[\u4e00-\u9fff]|老[\u4e00-\u9fff](?!师)|阿[\u4e00-\u9fff]|[\u4e00-\u9fff]{{2,3}}(?=是我))")
@@ -377,8 +380,10 @@ def with_referents(text: str, spans: list[tuple[int, int]]) -> list[tuple[tuple[
     said before it, whose memory says the stretch from the span before it (or, when none was proposed,
     from the start of its own sentence or the one before) to its end. The quote stays the span itself,
     an exact part of the message; the memory's text stands on its own. One at the very start of a
-    message has nothing before it to lean on and stays as it is."""
-    starts = [a for a, _ in sentences(text)]
+    message has nothing before it to lean on: its memory says the rest of its sentence, where the
+    referent may follow ("He's terrified of flying, my dad")."""
+    bounds = list(sentences(text))
+    starts = [a for a, _ in bounds]
     out: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for a, b in spans:
         said = (a, b)
@@ -392,7 +397,7 @@ def with_referents(text: str, spans: list[tuple[int, int]]) -> list[tuple[tuple[
             elif earlier:
                 said = (earlier[-1], b)  # ... or in the sentence before
             else:  # nothing before it: its referent may come after it ("He's terrified of flying, my dad")
-                said = (a, max(b, next((e for s, e in sentences(text) if s <= a < e), b)))
+                said = (a, max(b, next((e for s, e in bounds if s <= a < e), b)))
         out.append(((a, b), said))
     return out
 

@@ -12,11 +12,6 @@ from __future__ import annotations
 import re
 
 HAN = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character (the extractors read it too)
-# the people (and groups) a Chinese statement names by their relation to the person
-ZH_PERSON = (r"(?:老婆|老公|太太|丈夫|妻子|爱人|对象|男朋友|女朋友|儿子|女儿|孩子|妈妈|妈|爸爸|爸|父母|父亲|母亲|"
-             r"哥哥|哥|姐姐|姐|弟弟|弟|妹妹|妹|爷爷|奶奶|外公|外婆|姥姥|姥爷|岳父|岳母|公公|婆婆|舅舅|姑姑|阿姨|"
-             r"叔叔|表哥|表姐|表弟|表妹|侄子|侄女|外甥|同事|朋友|同学|室友|邻居|领导|老板|经理|主管|总监|助理|"
-             r"导师|老师|医生|律师|房东|客户|合伙人|投资人|设计师|法务|团队|组|部门|公司|家)")
 
 # a person, place or thing named before a pronoun can refer to it
 _EN_NAMED = re.compile(
@@ -92,3 +87,8 @@ def hearsay(text: str) -> bool:
     """True for what someone else says or a rumour passed on ("my colleague Rui says ...", 听说...)."""
     t = text.strip()
     return bool((_ZH_HEARSAY if HAN.search(t) else _EN_HEARSAY).search(t))
+
+
+def proposable(text: str) -> bool:
+    """What either extractor may propose: it stands on its own and is the person's own, not hearsay."""
+    return stands_alone(text) and not hearsay(text)

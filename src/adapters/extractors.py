@@ -9,7 +9,7 @@ from engram.domain.extraction import Extraction, Proposal, Usage
 
 from .chat_model import ChatModel, ModelError
 from .extraction_rules import HAN, leans, memory_spans, with_referents
-from .extraction_standing import hearsay, stands_alone
+from .extraction_standing import proposable
 
 _CONNECTOR = re.compile(r"^(?:(?i:and|so|but|also|plus|oh|btw|by the way)\b[, ]*|(?:另外|还有|对了|而且|所以|但是|不过)[，,]?)")
 
@@ -49,7 +49,7 @@ class RuleExtractor:
             # the quote keeps "and", the memory need not; a memory that leans on the words before it says them
             body = _CONNECTOR.sub("", text[said_from:said_to].rstrip(".!。！；; "))
             # what leans on an earlier message is not proposed, nor what someone else says
-            if body and stands_alone(body) and not hearsay(body):
+            if body and proposable(body):
                 proposals.append(Proposal(text=body, quote=quote))
         used = self.estimate_tokens(text)
         return Extraction(proposals=proposals, usage=Usage(prompt_tokens=used, completion_tokens=0), model=self.model)
@@ -105,8 +105,7 @@ class OpenAIExtractor:
         proposals = [Proposal(text=i["text"], quote=i["quote"]) for i in items if isinstance(i, dict)
                      and isinstance(i.get("text"), str) and isinstance(i.get("quote"), str)] \
             if isinstance(items, list) else []  # a malformed answer proposes nothing; its usage still counts
-        standing_ones = [standing(text, p) for p in proposals]  # the rules' own test: whole, and the person's own
-        kept = [p for p in standing_ones if stands_alone(p.text) and not hearsay(p.text)]
+        kept = [p for p in (standing(text, p) for p in proposals) if proposable(p.text)]  # the rules' own test
         return Extraction(proposals=kept, usage=answer.usage, model=self.model)
 
 

@@ -158,11 +158,10 @@ class LearningService:
         view: dict[str, Any] = {"receipt_id": r.receipt_id, "state": answered_state(r.state)}
         if r.reason:
             view["reason"] = r.reason
-        learnt_by, _, instead = (r.extractor or "").partition(":")
-        if learnt_by:
-            view["extractor"] = learnt_by  # `rules` or `llm`
-        if instead:
-            view["reason"] = instead  # `budget`: the rules learnt from it while the model's budget was spent
+        if r.extractor:
+            view["extractor"] = r.extractor.removesuffix(BUDGET_FALLBACK)  # `rules` or `llm`
+        if r.extractor and r.extractor.endswith(BUDGET_FALLBACK):
+            view["reason"] = "budget"  # the rules learnt from it while the model's budget was spent
         if r.candidate_ids:
             view["candidate_ids"] = r.candidate_ids
         return view

@@ -74,9 +74,11 @@ class Relations:
         filters = visible_filters(access, self.index, self.clock.now())
         terms, weights = self.index.recall_terms(caller.company, search_words(text))
         rows = self.queries.search(terms=terms, weights=weights, limit=DEPTH, **filters) if terms else []
-        olds = {str(row["memory_id"]): self._comparable(access, scope, row) for row in rows}
+        olds: dict[str, str | None] = {}  # unsealed as they are judged: a duplicate found first ends it
         update: dict[str, str] | None = None
-        for memory_id, old in olds.items():
+        for row in rows:
+            memory_id = str(row["memory_id"])
+            old = olds[memory_id] = self._comparable(access, scope, row)
             kind = relate(text, old) if old else None
             if kind == DUPLICATE:
                 return {"kind": DUPLICATE, "memory_id": memory_id}
