@@ -27,7 +27,9 @@ from engram.adapters.extractors import RuleExtractor
 from engram.domain.extraction import context_of
 
 SETS = {"tune": Path(__file__).resolve().parent / "data" / "conversations",
-        "final": Path(__file__).resolve().parent / "data" / "conversations_final"}
+        "final": Path(__file__).resolve().parent / "data" / "conversations_final",
+        "round3": Path(__file__).resolve().parent / "data" / "conversations_round3",
+        "round4": Path(__file__).resolve().parent / "data" / "conversations_round4"}
 DATA = SETS["tune"]
 LANGS = ("en", "zh")
 

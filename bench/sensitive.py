@@ -152,7 +152,7 @@ def report(title: str, scored: list[Scored], show_text: bool) -> None:
 
 
 EVERYDAY = Path(__file__).resolve().parent / "data" / "everyday"
-EVERYDAY_SPLITS = ("tune", "final", "round2", "round3")  # in the order written and tuned on (README there)
+EVERYDAY_SPLITS = ("tune", "final", "round2", "round3", "round4", "round5")  # in the order written and tuned on (README there)
 
 
 def load_everyday(split: str) -> list[Row]:
@@ -197,8 +197,16 @@ def main() -> None:
     ap.add_argument("--split", choices=(*SPLITS, "all"), default=None,
                     help="one split only (default: each split, then all)")
     ap.add_argument("--show-text", action="store_true", help="print misclassified sentences' text too")
+    ap.add_argument("--probe", action="store_true",
+                    help="the rules and the probe that may let their holds through, as `engram serve` runs them "
+                         "(ADR 0043; bench/sensitive_probe.py trains it)")
     args = ap.parse_args()
     rules = ContentRules()
+    if args.probe:
+        from engram.adapters.embedders import LocalEmbedder
+        from engram.adapters.sensitive_probe import SensitiveProbe
+
+        rules = ContentRules(SensitiveProbe(LocalEmbedder()).ordinary)
     rules.classify("warm-up")  # the first call imports detect-secrets
     if args.everyday:
         for split in EVERYDAY_SPLITS if args.everyday == "all" else (args.everyday,):

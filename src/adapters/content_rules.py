@@ -4,14 +4,17 @@ Secrets: detect-secrets' pattern plugins (cloud keys, tokens, private keys, JWTs
 rules for secrets stated in words, in English and Chinese ("my password is ...", "密码是...").
 Its entropy plugins are left out: on prose they flag ordinary words.
 Sensitive: adapters/sensitive_rules.py (health, finances, identity documents, people's contact
-details), measured on a labelled set by bench/sensitive.py.
-See docs/adr/0005-review-rules.md and docs/adr/0024-sensitive-rules.md.
+details), measured on a labelled set by bench/sensitive.py; what they hold, a probe by meaning may let
+through (adapters/sensitive_probe.py).
+See docs/adr/0005-review-rules.md, docs/adr/0024-sensitive-rules.md and docs/adr/0043-sensitive-probe.md.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT, SENSITIVE_CONTENT
@@ -19,6 +22,8 @@ from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT, SENSITIVE_CONTE
 from .sensitive_rules import sensitive_kind
 
 __all__ = ["ContentRules", "sensitive_kind"]
+
+log = logging.getLogger("engram.embeddings")
 
 _PLUGINS = [
     "ArtifactoryDetector", "AWSKeyDetector", "AzureStorageKeyDetector", "BasicAuthDetector",
@@ -92,9 +97,21 @@ _ADHOC = "adhoc-string-scan"  # the file name scan_line gives the plugins (Keywo
 
 
 class ContentRules:
-    """The ContentPolicy of domain.review, backed by detect-secrets and pattern lists."""
+    """The ContentPolicy of domain.review, backed by detect-secrets and pattern lists; and, where given, a
+    probe that lets through what the patterns hold but means nothing sensitive (ADR 0043)."""
+
+    def __init__(self, ordinary: Callable[[str], bool] | None = None) -> None:
+        self._ordinary = ordinary
 
     def classify(self, text: str) -> str:
         if any(p.search(text) for p in _SECRET_WORDS) or _library_finds_secret(text):
             return SECRET_CONTENT
-        return SENSITIVE_CONTENT if sensitive_kind(text) else NORMAL_CONTENT
+        if not sensitive_kind(text):
+            return NORMAL_CONTENT
+        if self._ordinary is not None:
+            try:
+                if self._ordinary(text):
+                    return NORMAL_CONTENT
+            except Exception:  # noqa: BLE001 - the model unavailable: the rules decide, and they hold
+                log.warning("sensitive probe unavailable; the rules decide alone")
+        return SENSITIVE_CONTENT

@@ -20,20 +20,39 @@ from .extraction_standing import HAN, stands_alone
 
 _ABBREVIATIONS = ("mr", "mrs", "ms", "dr", "st", "vs", "e.g", "i.e", "etc", "no", "jr", "sr", "prof")
 _SENTENCE_END = re.compile(r"[.!?](?=[\s\"')\]]|$)|[。！？；;\n]")
-_CLAUSE_CUT = re.compile(r"[,，：]\s*|(?<!\d):(?!\d)\s*|\s+(?=(?i:and|but|so)\s+(?:(?i:my|our|i|i'm|we|we're|he|she|he's|she's)\b"
+_CLAUSE_CUT = re.compile(r"(?:(?<!\d),|,(?!\d{3}(?!\d))|[，：])\s*|(?<!\d):(?!\d)\s*"  # "2,800 acres" is one number
+                         r"|\s+(?=(?i:and|but|so)\s+(?:(?i:my|our|i|i'm|we|we're|he|she|he's|she's)\b"
                          r"|[A-Z][a-z]+ (?:is|are)\b))")
 # A clause that only announces what follows ("From now on,", "请记住：") joins the next one; one that only
 # says "and always so" ("以后都这样") joins the one before.
-_LEAD_ONLY = re.compile(r"^(?i:also|and|oh|btw|by the way|plus|fyi|note|remember|please remember|from now on|going forward|"
-                        r"in future|in the future|for the record|just so you know)$|^(?:请记住|记住|另外|还有|对了|以后|今后|"
+_HEADING = re.compile(r"(?i:(?:hey|hi|ok|okay|so)?[,. ]*(?:quick |some |a bit of |a little |for |more )?(?:context|background|"
+                      r"rules?|notes?|instructions?|standing instructions?|one (?:more )?thing|another thing|update|fyi|"
+                      r"ps|p\.s|reminder|about me|preferences|heads up|correction|important))$")
+_LEAD_ONLY = re.compile(r"^(?i:also|and|oh|btw|by the way|plus|fyi|note|remember|please remember|"
+                        r"from now on|going forward|in future|in the future|for the record|just so you know)$"
+                        r"|^(?:请记住|记住|另外|还有|对了|以后|今后|"
                         r"从现在起|从今以后|顺便说一下|注意)$")
 # ... and so does a clause that only says when what follows applies ("whenever I ask about food for Noah,",
 # 以后你给我做行程的时候，)
 _HEAD_ONLY = re.compile(r"^(?i:(?:and |also |so )?(?:from now on|going forward|in future|in the future)?,? ?"
                         r"(?:when|whenever|every time|each time|any time|anytime) (?:i|we|you)\b[^,]*)$"
-                        r"|^(?:以后|今后|从现在起|下次)?[\u4e00-\u9fff]{1,20}(?:的时候|时候)(?:记住几条|记住|注意)?$")
+                        r"|^(?:以后|今后|从现在起|下次)?[\u4e00-\u9fff]{1,20}(?:的时候|时候)(?:记住几条|记住|注意)?$"
+                        r"|^(?:以后|今后|下次|每次)你?(?:给我|帮我|我问你|回答我|问你|跟我)[\u4e00-\u9fff]{1,16}"
+                        r"(?:的东西|的事|的问题|问题|方面的|类的)$")
 _TAIL_ONLY = re.compile(r"^(?i:always|every time|each time|from now on|going forward|ever|please)$"
                         r"|^(?:以后都这样|以后也是|以后都是|每次都这样|一直这样|谢谢)$")
+
+# "my wife Noor and our son are flying in": a subject of two people joined by "and" is not cut there
+_PAIRED_SUBJECT = re.compile(r"(?i:(?:just )?me)$|(?:(?i:my|our)\s+)?(?:[\w'’-]+\s+){0,2}?[A-Z][\w'’-]*$|(?i:my|our)\s+[\w'’-]+$")
+_PAIRED_VERB = re.compile(r"(?<=(?i:me))\s+(?i:and)\b"
+                          r"|\s+(?i:and)\s+(?:[\w'’-]+\s+){0,3}?(?i:are|were|have|both|each|'re|’re|'ve|’ve)\b")
+# "... the house my late husband Harold and I bought": a named person and I, whatever we did
+_PAIRED_NAMED = re.compile(r"(?:^|\s)(?i:my|our|his|her)\s+(?:[\w'’-]+\s+){0,2}?[A-Z][\w'’-]*$")
+_PAIRED_I = re.compile(r"\s+(?i:and)\s+(?i:i|we)\s+(?!(?i:am|'m|’m|was|have|'ve|’ve)\b)[a-z]+")
+# "we live in Brunswick, me and my partner Sam": who "we" are belongs to the clause before
+_WHO_ELSE = re.compile(r"^(?i:(?:just )?me and|me,|and me)\b")
+# "it's me, my partner Anh and two casuals": who "me" is with belongs to it
+_WHO_WE_ARE = re.compile(r"(?i:it's|it’s|it is|there's|there’s|there is|we're|we are)\s+(?:just\s+)?me$")
 
 
 def sentences(text: str) -> Iterator[tuple[int, int]]:
@@ -69,25 +88,57 @@ def clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
         end -= 1
     cuts, pos = [], start
     for m in _CLAUSE_CUT.finditer(text, start, end):
+        if (_PAIRED_SUBJECT.match(text, pos, m.start()) and _PAIRED_VERB.match(text, m.start(), end)) \
+                or (_PAIRED_NAMED.search(text, pos, m.start()) and _PAIRED_I.match(text, m.start(), end)):
+            continue  # "Judy and I are off to Tasmania": one subject of two people, not two clauses
         if not _inside_quotes(text, start, m.start()):
+            if m.group().startswith((":", "：")) and len(text[pos:m.start()].split()) <= 3 \
+                    and not HAN.search(text, pos, m.start()) and not _HEADING.match(text[pos:m.start()].strip()):
+                continue  # "deadline this week: 14,000 words ...": a heading belongs to what it heads
             cuts.append((pos, m.start()))
             pos = m.end()
     cuts.append((pos, end))
+    cuts = _named_between(text, [(a, b) for a, b in cuts if b > a and text[a:b].strip()])
     merged: list[tuple[int, int]] = []
     lead: int | None = None
-    for a, b in ((a, b) for a, b in cuts if b > a and text[a:b].strip()):
+    for a, b in cuts:
         piece = text[a:b].strip()
+        if _HEADING.match(piece) and text.startswith((":", "："), b):
+            continue  # "Quick context: I'm Jonas": the heading says nothing of its own
         if lead is not None:
             a, lead = lead, None
         if (_LEAD_ONLY.match(piece) or _HEAD_ONLY.match(piece)) and b < end:
             lead = a
-        elif _TAIL_ONLY.match(piece) and merged:
+        elif (_TAIL_ONLY.match(piece) or _WHO_ELSE.match(piece)
+              or _WHO_WE_ARE.search(text[merged[-1][0]:merged[-1][1]] if merged else "")) and merged:
             merged[-1] = (merged[-1][0], b)
         else:
             merged.append((a, b))
     if lead is not None:
         merged.append((lead, end))
     return merged
+
+
+_BARE_NAME = re.compile(r"(?:(?:Mr|Mrs|Ms|Dr)\.?\s+)?[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?$")
+_GOES_ON = re.compile(r"(?:is|was|has|had|does|did|will|can|can't|won't|isn't|doesn't|'s|’s|just|also|still|"
+                      r"[a-z]+s|[a-z]+ed)\b")
+
+
+def _named_between(text: str, cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """"one kid, Mason, has a peanut allergy": a name set off by commas, with what it names before it and its
+    verb after it, is one clause."""
+    out: list[tuple[int, int]] = []
+    i = 0
+    while i < len(cuts):
+        if out and i + 1 < len(cuts) and _BARE_NAME.match(text[cuts[i][0]:cuts[i][1]].strip()) \
+                and not _BARE_NAME.match(text[out[-1][0]:out[-1][1]].strip()) \
+                and len(text[out[-1][0]:out[-1][1]].split()) <= 5 and _GOES_ON.match(text, cuts[i + 1][0]):
+            out[-1] = (out[-1][0], cuts[i + 1][1])
+            i += 2
+            continue
+        out.append(cuts[i])
+        i += 1
+    return out
 
 
 def _inside_quotes(text: str, start: int, at: int) -> bool:
@@ -112,6 +163,11 @@ _ZH_NOT_A_STATEMENT = re.compile(
     r"^(?:希望|但愿)|如有|随时|的话.{0,8}就|理想情况下|如果|假如|要是|假设|设想|万一|就好了|"
     r"以下是|这是您|为您|希望对您|当然可以|作为一个|人工智能助手|"
     r"^(?:请)?(?:帮我|给我|麻烦)(?![\u4e00-\u9fff]{0,10}的时候)|您")
+
+
+def _asks(sentence: str) -> bool:
+    """A question, marked as one."""
+    return sentence.rstrip(" \"'”’)").endswith(("?", "？"))
 
 
 def skipped(sentence: str) -> bool:
@@ -175,7 +231,7 @@ _EN_WHEN = re.compile(
     rf"in \d+ (?:days|weeks|months)|"
     rf"at \d{{1,2}}(?::\d\d)?\s*(?:am|pm)?|\d{{1,2}}(?::\d\d)?\s*(?:am|pm))", re.IGNORECASE)
 _EN_PLAN = re.compile(
-    r"\b(?:going to|planning|plan to|plans to|will|'ll|flying|fly|heading|moving|visiting|visit|trip|travel|"
+    r"\b(?:going to|planning|plan to|plans to|will|'ll|flying|fly|heading|moving|visiting|visit|trip|travel|coming|"
     r"travelling|traveling|arrive|arrives|arriving|leaving|getting married|wedding|scheduled|appointment|"
     r"dinner|lunch|meeting|flight|conference|presenting|running|taking|starting|off|holiday|vacation|"
     r"interview|exam|renovate|renovating|surgery|party|concert|starts?|begins?|turns?|graduates?|graduation|"
@@ -206,7 +262,13 @@ _EN_FRAGMENT = re.compile(  # memories said without a subject
     re.IGNORECASE)
 _EN_PASSING = re.compile(
     r"\b(?:today|tonight|right now|this morning|just had|just got back|just woke|at the moment|in a rush|in a meeting|"
-    r"was late|long day|tired|hungry|sleepy|busy now|went well)\b", re.IGNORECASE)
+    r"was late|long day|tired|hungry|sleepy|busy now|went well|overwhelmed|stressed|swamped|knackered|shattered|"
+    r"never mind|nevermind)\b"
+    r"|^(?:(?:ok|okay|alright|right|righto|yeah|fine)[, ]+)?(?:(?:tomorrow|later|tonight) )?"
+    r"(?:i'll|i’ll|we'll|we’ll|i will|we will) (?:\w+ ){0,5}?(?:tomorrow|tonight|later|in a bit|after lunch)\b"
+    r"|^(?:(?:ok|okay|alright|right|righto|yeah|fine)[, ]+)?(?:tomorrow|later|tonight) "
+    r"(?:i'll|i’ll|we'll|we’ll|i will|we will)\b",
+    re.IGNORECASE)  # a to-do, not a memory
 _EN_ONE_OFF = re.compile(
     r"^(?:please\s+)?(?:write|translate|summari[sz]e|fix|give me|tell me|book|find|show|make|draft|check|"
     r"send me|remind me|help me|explain|list|compare|generate|create|let's|let me)\b", re.IGNORECASE)
@@ -276,7 +338,8 @@ _ZH_CONSTRAINT = re.compile(r"过敏|吃素|素食|不吃|不喝|不能吃|不�
                             r"不方便|让我(?:睡不着|过敏|难受|头疼|头痛|不舒服|拉肚子)|得是|必须是|必须要")
 _ZH_RELATION = re.compile(r"是我(?:们)?的|我(?:们)?(?:[\u4e00-\u9fff]{0,4}的)?[\u4e00-\u9fff]{1,4}(?:是|叫)[\u4e00-\u9fff]|"
                           r"[\u4e00-\u9fff]总是我们的")
-_ZH_FACT = re.compile(r"住在|在[\u4e00-\u9fff]{1,8}(?:工作|上班|上学|读书|做|开)|是[\u4e00-\u9fff]{1,4}人$|左撇子|右撇子|"
+_ZH_FACT = re.compile(r"住在|在[\u4e00-\u9fff]{1,8}(?:工作|上班|上学|上大学|读大学|读研|读博|念书|读书|做|开)"
+                      r"|是[\u4e00-\u9fff]{1,4}人$|左撇子|右撇子|"
                       r"养了|每天|每周|每年|每个月|每晚|正在学|在学|在读|生日|纪念日|用[\u4e00-\u9fff]{1,4}，?不用|"
                       r"怀孕|岁了|上[一二三四五六七八九]年级|是[\u4e00-\u9fff]{1,6}(?:老师|医生|工程师|经理|律师|护士)|"
                       r"的车是|名叫|叫[\u4e00-\u9fff]{1,4}$|值夜班|耳朵|眼睛|长大|会说|一般|^我(?:们)?(?:家)?有|"
@@ -288,7 +351,7 @@ _ZH_WHEN = re.compile(r"清明|五一|十一|圣诞|元宵|七夕|早上|中午|
 _ZH_PLAN = re.compile(r"打算|计划|准备|预计|要去|要搬|要在|要带|要把|要考|去|回|飞|出差|搬|结婚|休|考|旅游|旅行|聚餐|约了|"
                       r"开会|会议|参观|见|来|出生|上学|上小学|上幼儿园|装修|复盘|大寿|生日|毕业|面试|考试|体检|手术|出发|"
                       r"参加|婚礼|聚会|评审|答辩|上线|发布|交|离职|入职|转岗|退休|到期|开学|放假")
-_ZH_INSTRUCTION = re.compile(r"^(?:以后|今后|从现在起|从今以后|以后都|请(?!问)|记住|所有|统一|汇报|邮件|行程|文件)|"
+_ZH_INSTRUCTION = re.compile(r"^(?:以后|今后|从现在起|从今以后|以后都|请(?!问|假|客|教)|记住|所有|统一|汇报|邮件|行程|文件)|"
                              r"^[\u4e00-\u9fff]{0,12}?(?:(?<![特区告分级类个差鉴识性])别|不要|不用)|回(?:复|答)(?:请|要|用|时)|"
                              r"叫我|称呼我|以后都|都这样|每次|一律|统一|尽量|(?:多|少)(?:放|安排|用)|先说|直接找|都找|"
                              r"安排在|放在|每[\u4e00-\u9fff]{0,8}都要|都(?:给我|帮我)|的时候.{0,12}(?:就行|就好|请|要|用|叫)")
@@ -340,6 +403,10 @@ def _chinese(clause: str, *, first: bool) -> tuple[bool, bool]:
 
 # -- the spans ------------------------------------------------------------------------------------
 
+# a request, a question or a greeting: no topic for the clause after it
+_ZH_ASIDE = re.compile(r"^(?:请)?(?:帮我|给我|帮忙|麻烦)|请教|问一下|问问|想问|^(?:hi|hello|哈喽|你好|嗨)|一下$"
+                       r"|你[\u4e00-\u9fff]{0,3}帮我"
+                       r"|吗$|呢$|[?？]$")
 _QUESTION_TAIL = re.compile(r"^(?i:any|can you|could you|would you|will you|what|how|which|where|who|when|is there|are there|"
                             r"do you|should i)\b|^(?:帮我|请帮我|你能|能不能|可以|有没有|请问)")
 _QUALIFIER = re.compile(r"^(?i:even|unless|except|especially)\b")
@@ -367,6 +434,12 @@ _EN_LEANS = re.compile(
     r"|(?:please )?(?:(?:never|don't|do not|always|just) )?\w+ (?:them|it|him|her)\b"
     r"|i (?:always|never|keep) (?:forget|forgetting|mix (?:it|them) up)\b|don't tell anyone|do not tell anyone)",
     re.IGNORECASE)
+# "..., so I'll be doing most nights": a consequence, a contrast or a reason says what it follows from, when
+# that was a memory of the same sentence
+_FOLLOWS = re.compile(r"^(?:so|but|because|since|which)\b(?!\s+(?:please\s+)?(?:don't|do not|never|always|no|"
+                      r"avoid|keep|book|use|schedule|skip|make sure)\b)|^(?:所以|但是|但|不过|不然|否则|因为)"
+                      r"|^我们(?:俩|两个)?(?=[\u4e00-\u9fff])(?!.*[，,])",  # "老公叫周航，我们在一起六年了"
+                      re.IGNORECASE)
 _ZH_LEANS = re.compile(r"^(?:而且|但是|不过|所以|然后|还有)?(?:他|她|它|他们|她们|这个|那个|这|那)"
                        r"(?![些里边样么天周月年次回]|个(?:周|星期|月|礼拜))")
 
@@ -387,9 +460,14 @@ def with_referents(text: str, spans: list[tuple[int, int]]) -> list[tuple[tuple[
     out: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for a, b in spans:
         said = (a, b)
-        if leans(text[a:b]):
+        if out and _FOLLOWS.match(text[a:b]) and not leans(text[a:b]):
+            if out[-1][0][0] >= max((s for s in starts if s <= a), default=a) \
+                    and not _ZH_ASIDE.search(text[out[-1][1][0]:out[-1][1][1]]):
+                said = (out[-1][0][0], b)
+        elif leans(text[a:b]):
             own = max((s for s in starts if s <= a), default=a)  # the start of its own sentence
-            earlier = [s for s in starts if s < own]
+            # a question is no referent: what leans on it was said about the question ("...? she keeps offering")
+            earlier = [s for s, e in bounds if s < own and not _asks(text[s:e])]
             if out and out[-1][0][0] >= (earlier[-1] if earlier else own):
                 said = (out[-1][0][0], b)  # the memory proposed just before it, in this sentence or the last
             elif own < a:
@@ -409,10 +487,15 @@ def memory_spans(text: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
 
 def _spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
+    asked = False  # the sentence before was a question
     for s_start, s_end in sentences(text):
         parts = _statements(text, s_start, s_end)
-        if not parts:
-            continue
+        after_question, asked = asked, _asks(text[s_start:s_end])
+        if not parts or _inside_quotes(text, 0, s_start):
+            continue  # nothing to remember, or words the person quotes
+        if after_question and not HAN.search(text[s_start:s_end]) \
+                and not _english(text[parts[0][0]:parts[0][1]], first=True)[1]:
+            continue  # "...recipe? no chilli": what the question asks for, not a memory (Chinese drops subjects)
         whole = parts[-1][1] == clauses(text, s_start, s_end)[-1][1]  # not a statement before a question
         apposition = _APPOSITION.match(text, s_start, s_end)
         if apposition:  # "Ana, my accountant, wants ...": one clause, and the apposition a memory of its own
@@ -437,6 +520,13 @@ def _spans(text: str) -> list[tuple[int, int]]:
             if group is None and i > 0 and _CONTRAST.match(piece) \
                     and not re.search(r"是|\b(?:is|are)\b", text[parts[i - 1][0]:parts[i - 1][1]]):
                 group = [parts[i - 1][0], b]  # "Weekly reports go to Hannah, not to me"
+            elif opens and not own_subject and group is None and i > 0 and not han \
+                    and _EN_ONE_OFF.match(_CONNECTOR.sub("", text[parts[i - 1][0]:parts[i - 1][1]])):
+                continue  # "Give me the answers in English, questions in Japanese": the rest of a request
+            elif opens and not own_subject and group is None and i > 0 and han \
+                    and not _ZH_ASIDE.search(text[parts[i - 1][0]:parts[i - 1][1]]):
+                group = [parts[i - 1][0], b]  # "最近在搞一个迁移项目，月底上线": a Chinese clause without a subject
+                # says its topic in the clauses before it
             elif opens and (own_subject or group is None or consequence):
                 if group is not None:
                     spans.append((group[0], group[1]))

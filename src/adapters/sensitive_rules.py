@@ -100,6 +100,11 @@ _IDIOMS = re.compile(
     r"episodes?|series|courses?|webinars?|pieces?|essays?|stor(?:y|ies)|thesis|dissertation|assignments?|memoirs?|"
     r"blog\s+posts?|columns?|presentations?|interviews?|chapters?)\s+(?:\w+\s+){0,4}(?:about|on)\s+(?:[\w&]+\s+){0,6}[\w&]+|"
     r"\b(?:reading|read|learning|learnt|learned|heard)\s+about\s+[^.]{0,60}|"
+    r"\b(?:read|saw|watched|heard)\s+(?:an?|the|this|that|some)\s+(?:\w+\s+)?(?:article|post|piece|thread|video|"
+    r"podcast|study|report)\b[^.]{0,80}|\b(?:accurate|realistic|true\s+to\s+life)\s+about\s+\w+|"
+    r"\bspeciali[sz](?:e|es|ed|ing)\s+in\s+[^.]{0,40}|"
+    r"[^。]{0,8}(?:播客|节目|视频|文章|博主|主播|公众号|课上|课里)[^。，,]{0,6}(?:讲|说|提到|介绍)[^。]*|"
+    r"[得把]我?的?血压[^，。,.]{0,2}(?:上来|飙|升|拉满|爆)|"
     r"\b(?:debt|money|loans?|credit|cancer|therapy)\s+(?:is|was|are)\s+(?:just\s+)?like\b|"
     r"(?:负债|欠债|贷款|钱|癌)[^，。,.]{0,2}就像|赚钱机器|"
     r"\bnurs(?:e|ing)\s+(?:practitioner\s+)?(?:degree|school|course|training|program(?:me)?|exams?|jobs?|shifts?)|"
@@ -269,6 +274,16 @@ def _card_number(match: re.Match[str]) -> bool:
     return _luhn_valid(match) and not _REFERENCE_BEFORE.search(match.string[: match.start()])
 
 
+def _document_number(match: re.Match[str]) -> bool:
+    """A document's number, not a figure that happens to follow the word ("the NHS is short of 40,000 nurses")."""
+    for run in re.finditer(r"(?:\b[A-Za-z]{1,2}\s+)*(?:[A-Za-z0-9-]*\d[A-Za-z0-9-]*)(?:\s+(?:[A-Za-z0-9-]*\d[A-Za-z0-9-]*|"
+                           r"[A-Za-z]{1,2}\b))*", match.string[match.start():match.start() + 90].split(";")[0]):
+        at = match.start() + run.start()  # (in the words that follow the document's name)
+        if len(re.sub(r"[^A-Za-z0-9]", "", run.group())) >= 5 and match.string[at - 1:at] not in (",", "."):
+            return True  # "QQ 12 34 56 C", "MORGA753116SM9IJ"; not the "000" of "40,000 nurses"
+    return False
+
+
 def _business_line_before(text: str, start: int) -> bool:
     return bool(re.search(r"(?:support|help|service|hotline|helpline|sales|reception|front desk|switchboard|office|"
                           r"toll[- ]free|客服|热线|服务|总机|前台|官方|售后)[^.。;；]{0,25}$", text[:start], re.IGNORECASE))
@@ -293,15 +308,13 @@ _CONDITIONS_EN = (
     r"endometriosis|(?:herniated|slipped)\s+disc|concussion|(?:kidney|liver)\s+(?:disease|failure|stones?)|"
     r"thyroid|cholesterol|blood\s+(?:pressure|sugar)|mental\s+health|panic\s+attacks?|addiction|alcoholi(?:sm|c)|"
     r"self[\s-]harm|suicid\w*|miscarriage|stillbirth|infertil\w*|fertility\s+treatment|ivf|pregnan(?:t|cy)|"
-    r"chemo\w*|radiotherapy|dialysis|antidepressants?|antibiotics|insulin|sleeping\s+pills|"
-    r"sertraline|fluoxetine|prozac|zoloft|xanax|lexapro|citalopram|escitalopram|metformin|lisinopril|statins?|"
-    r"atorvastatin|ritalin|adderall|methylphenidate|lithium|valium|diazepam|methadone|"
+    r"chemo\w*|radiotherapy|dialysis|"
     r"(?:(?:my|his|her|their)\s+(?:\w+\s+)?|(?:see|saw|seeing|sees|visit(?:ed|ing)?|referred\s+to|booked)\s+(?:a|an|the)\s+)"
     r"(?:psychiatrist|psychologist|oncologist|cardiologist|neurologist|gynaecologist|gynecologist|obstetrician)|"
     r"psychiatric\s+(?:ward|unit|hospital|care|help|nurse|assessment)|oncology\s+(?:appointment|ward|clinic|results?)|"
     r"(?:mri|ct|pet)\s+scan|(?:my|his|her|the)\s+mri|biops(?:y|ies)|blood\s+tests?|x-rays?|"
     r"(?:hip|knee|joint)\s+replacement|transplant|hospitali[sz]ed|in\s+(?:the\s+)?hospital|"
-    r"admitted\s+to\s+(?:the\s+)?hospital|intensive\s+care|icu|a&e|emergency\s+room|rehab|"
+    r"admitted\s+to\s+(?:the\s+)?hospital|"
     r"(?:months|years|weeks|days)\s+sober|(?:stay|staying|been|getting)\s+sober|diagnosed|"
     r"(?:nervous|mental)\s+breakdown|on\s+the\s+pill|inhalers?|epipen|wheelchair|hearing\s+aids?|pacemaker|"
     r"\w+(?:oscopy|ectomy|otomy)|(?:broke|broken|fractured|sprained|dislocated|torn|tore)\s+(?:my|his|her|a|the)?\s*"
@@ -317,9 +330,6 @@ _CONDITIONS_EN = (
     r"narcolepsy|osteoporosis|paraly[sz]ed|pcos|(?:post-?natal|postpartum)\s+depression|psoriasis|sciatica|scoliosis|"
     r"shingles|sickle\s+cell|spina\s+bifida|blood\s+clots?|dvt|tinnitus|tourette'?s|ulcers?|vertigo|"
     r"(?:lactose|gluten|fructose)\s+intoleran\w+|"
-    r"beta[\s-]blockers|blood\s+thinners|warfarin|opioids|morphine|oxycodone|tramadol|levothyroxine|thyroxine|hrt|"
-    r"contracepti\w+|birth\s+control|propranolol|omeprazole|ozempic|wegovy|mounjaro|melatonin|antipsychotics?|"
-    r"mood\s+stabili[sz]ers?|benzodiazepines?|ssris?|naltrexone|(?<!meal\s)(?<!meal-)prep(?!\s+(?:time|work|day|list|school|cook))|methotrexate|immunotherapy|cpap|"
     r"c-section|caesarean|cesarean|midwife|antenatal|prenatal|postnatal|maternity\s+ward|morning\s+sickness|"
     r"trimester|expecting\s+(?:a|our|their|his|her|my)\s+(?:first\s+|second\s+|third\s+)?(?:baby|child|twins)|"
     r"transfusion|stent|heart\s+bypass|ultrasound|mammogram|smear\s+test|stitches|fractures?|root\s+canal|"
@@ -328,8 +338,6 @@ _CONDITIONS_EN = (
     r"(?:my|his|her|their)\s+\w+olog(?:ist|y)\s+(?:appointment|clinic|consultant|results?)|benign|malignant|"
     r"appendicitis|burst\s+appendix|(?:since|after|before)\s+(?:the|his|her|my)\s+(?:stroke|operation|diagnosis|surgery)|"
     r"(?:my|his|her|their)\s+drinking|drink(?:ing)?\s+problem|(?:heart|blood\s+pressure|glucose)\s+monitor|"
-    r"\w{3,}(?:pril|olol|sartan|statin|prazole|oxetine|triptan|azepam|azolam|cycline|tinib|umab|ximab|pram|"
-    r"tidine|dronate|formin|glitazone|gliptin|semide|thiazide|profen|codone|morphone)|"
     r"sectioned|heart\s+murmur|give\s+birth|gave\s+birth|giving\s+birth|nicotine\s+(?:patch|patches|gum)|"
     r"bad\s+back|scan\s+on\s+(?:my|his|her)\s+\w+|signed\s+(?:me|him|her)\s+off|"
     r"(?:my|his|her)\s+(?:liver|kidneys?|lungs?|heart|bowel|prostate|cervix|ovaries|spine)\s+(?:condition|problems?|"
@@ -337,6 +345,18 @@ _CONDITIONS_EN = (
     r"rhythm|specialist|doctor|consultant|(?:is|was|are)\s+(?:failing|damaged|enlarged|weak|bad|not\s+working))|"
     r"(?:appointment|check-?up|scans?|tests?|problems?|trouble|issues?|surgery|operation|something\s+wrong)\s+"
     r"(?:\w+\s+){0,2}(?:about|for|with|on|in)\s+(?:my|his|her)\s+(?:heart|lungs?|liver|kidneys?|bowel|prostate|spine)"
+)
+# Medicines by name: someone's own only when a person is in the sentence ("I'm on sertraline"); alone they are
+# what a pharmacology student revises ("Metoprolol, atenolol, propranolol... they blur together")
+_MEDICINES_EN = (
+    r"antidepressants?|antibiotics|insulin|sleeping\s+pills|"
+    r"sertraline|fluoxetine|prozac|zoloft|xanax|lexapro|citalopram|escitalopram|metformin|lisinopril|statins?|"
+    r"atorvastatin|ritalin|adderall|methylphenidate|lithium|valium|diazepam|methadone|"
+    r"beta[\s-]blockers|blood\s+thinners|warfarin|opioids|morphine|oxycodone|tramadol|levothyroxine|thyroxine|hrt|"
+    r"contracepti\w+|birth\s+control|propranolol|omeprazole|ozempic|wegovy|mounjaro|melatonin|antipsychotics?|"
+    r"mood\s+stabili[sz]ers?|benzodiazepines?|ssris?|naltrexone|(?<!meal\s)(?<!meal-)prep(?!\s+(?:time|work|day|list|school|cook))|methotrexate|immunotherapy|cpap|"
+    r"\w{3,}(?:pril|olol|sartan|statin|prazole|oxetine|triptan|azepam|azolam|cycline|tinib|umab|ximab|pram|"
+    r"tidine|dronate|formin|glitazone|gliptin|semide|thiazide|profen|codone|morphone)"
 )
 _PERSONAL_HEALTH_EN = (
     r"surgery|operation|medications?|meds|pills|prescri(?:bed|ptions?)|"
@@ -393,6 +413,9 @@ _RULES: list[_Rule] = [
     _Rule(HEALTH, re.compile(r"\b(?:has|have|had|with|diagnosed\s+with)\s+MS\b")),
     _en(HEALTH, _CONDITIONS_EN),
     _en(HEALTH, _PERSONAL_HEALTH_EN, "person"),
+    _en(HEALTH, _MEDICINES_EN, "person"),
+    _en(HEALTH, r"intensive\s+care|icu|a&e|emergency\s+room|rehab", "person"),  # not "A&E sounds intense"
+    _en(HEALTH, rf"(?:on|taking|takes|take|took|started|starting|stopped|prescribed|given)\s+(?:\w+\s+)?(?:{_MEDICINES_EN})"),
     _en(HEALTH, _ENGAGED_EN, "person"),
     _en(HEALTH, rf"allergic\s+to\s+(?:\w+\s+)?(?:{_ALLERGENS})"),
     _zh(HEALTH, _CONDITIONS_ZH),
@@ -442,13 +465,17 @@ _RULES: list[_Rule] = [
         statement=True),
     _zh(FINANCE, r"(?:银行|[招工建农中交]行|邮储|卡)[^。.;；\d]{0,6}\d{4}[ -]\d{4}[ -]\d{4}[ -]\d{4}(?:[ -]\d{1,3})?(?!\d)"),
     _en(FINANCE, r"(?:bank|card|visa|mastercard|amex|debit|credit)[^.;\d]{0,20}\d{4}[ -]\d{4}[ -]\d{4}[ -]\d{4}(?!\d)"),
-    _zh(FINANCE, r"(?:卡号|账号|账户|银行卡|工资卡)[^，。,.\d]{0,4}\d[\d -]{5,}|尾号\s*(?:是|为|：|:)?\s*\d{4}"),
+    _zh(FINANCE, r"(?:卡号|账号|账户|银行卡|工资卡)[^，。,.\d]{0,4}\d[\d -]{5,}"
+                 r"|(?<!单号)(?<!快递)(?<!订单)(?<!运单)尾号\s*(?:是|为|：|:)?\s*\d{4}"),  # not a parcel's number
     # identity documents
-    _en(IDENTITY,
-        r"(?:passport|licen[cs]e|id\s+card|identity\s+card|social\s+security|national\s+insurance|ni|nhs|tax\s+id|tin|ssn|"
-        r"national\s+id|residence\s+permit|visa)\b[^;]{0,45}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]"),
+    _Rule(IDENTITY, re.compile(
+        r"\b(?:passport|licen[cs]e|id\s+card|identity\s+card|social\s+security|national\s+insurance|ni|nhs|tax\s+id|tin|"
+        r"ssn|national\s+id|residence\s+permit|visa)\b[^;]{0,45}?\b(?=[A-Z0-9 -]*\d)[A-Z0-9][A-Z0-9 -]{4,}[A-Z0-9]\b",
+        re.IGNORECASE), check=_document_number),
     _en(IDENTITY, r"(?:scan|copy|photo|picture)\s+of\s+(?:my|his|her|their|the\s+customer's|[A-Z][a-z]+'s)\s+"
                   r"(?:(?:driving|driver'?s?)\s+)?(?:passport|licen[cs]e|id|id\s+card|identity\s+card|birth\s+certificate)"),
+    _en(IDENTITY, r"(?:date\s+of\s+birth|dob|birthday|born)\b[^.]{0,40}?\b\d{1,2}[/.-]\d{1,2}[/.-](?:19|20)\d{2}",
+        statement=True),
     _en(IDENTITY, r"date\s+of\s+birth|dob|(?:born|birthday(?:'s|\s+is)?)\s+(?:on\s+|was\s+)?(?:\d{1,2}(?:st|nd|rd|th)?\s+"
                   r"(?:of\s+)?\w+|\w+\s+\d{1,2}(?:st|nd|rd|th)?,?)\s+(?:19|20)\d{2}"),
     _Rule(IDENTITY, re.compile(r"(?<![\d-])\d{3}-\d{2}-\d{4}(?![\d-])")),
@@ -481,7 +508,8 @@ _RULES: list[_Rule] = [
                  r"terrace|court|boulevard|blvd),?\s+(?:apartment|apt|flat|unit|suite)\s*#?\d+"),
     _zh(CONTACT, r"(?:住在|住址|家住|家庭住址|家的地址|家在|搬到|地址是|地址在)"
                  r"[^，。,.]{0,16}?(?:路|街|道|巷|弄|村|小区|号|单元|室|栋|楼)"
-                 r"|(?:手机|电话|微信|邮箱)(?:号码?)?是"),
+                 r"|(?:手机|电话|微信|邮箱)(?:号码?)?是"
+                 r"|\d+\s*(?:栋|号楼|幢)\s*\d+\s*单元\s*\d{3,4}(?:室|号)?"),
 ]
 
 

@@ -24,6 +24,7 @@ from engram.adapters.insight_proposers import insight_proposers
 from engram.adapters.keystore import KeyStore
 from engram.adapters.migrations import migrate, migrate_database, schema_lock
 from engram.adapters.relation_model import ModelRelationJudge
+from engram.adapters.sensitive_probe import SensitiveProbe
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
 from engram.adapters.vector_index import Meaning, VectorIndex
@@ -232,15 +233,18 @@ class Engram:
         embedder = embedder_of(settings)
         vectors = VectorStore(datastore)
         meaning = embedding = None
+        packaged: LocalEmbedder | None = None
         if embedder is not None:
             # the packaged model's vectors serve those not yet re-embedded by the operator's own (ADR 0040)
             previous = LocalEmbedder() if not isinstance(embedder, LocalEmbedder) else None
+            packaged = embedder if isinstance(embedder, LocalEmbedder) else previous
             meaning = Meaning(embedder, VectorIndex(vectors, store.keys, most=settings.vector_cache),
                               settings.embeddings_deadline_ms, previous=previous)
             meaning.warm()
             embedding = EmbeddingWorker(vectors, store.keys, embedder, ledger.clock, warm=meaning.warm)
         queries = RecallQueries(datastore)
-        memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(),
+        probe = SensitiveProbe(packaged).ordinary if packaged is not None and settings.sensitive_probe == "on" else None
+        memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(probe),
                                  max_text_bytes=settings.max_text_bytes,
                                  candidate_ttl=timedelta(days=settings.candidate_ttl_days),
                                  links=MemoryLinks(ledger, LinkQueries(datastore)), remember_key=root.remember_key,

@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     embeddings_model: str = "text-embedding-3-small"
     embeddings_api_key: str | None = None
     embeddings_deadline_ms: Seconds = 150  # a recall's wait for its question's vector; then words alone
+    # what the sensitive rules hold, the shipped model may let through when it finds nothing sensitive in it
+    # (ADR 0043); `off`, or `ENGRAM_EMBEDDINGS=off`: the rules decide alone
+    sensitive_probe: Literal["on", "off"] = "on"
     # with meaning, a memory scoring under this is not recalled (ADR 0040): higher leaves more questions
     # about something never said unanswered, and loses more of the memories asked for in other words
     recall_floor: Annotated[float, Field(ge=0, le=1)] = 0.3
