@@ -23,7 +23,7 @@ from pathlib import Path
 from engram.domain.relation import DUPLICATE, UPDATE, relate, same_values
 
 DATA = Path(__file__).resolve().parent / "data" / "relations"
-SPLITS = ("tune", "final", "round2")  # round2: written after ADR 0042, never tuned on
+SPLITS = ("tune", "final", "round2", "round3")  # round2: written after ADR 0042; round3 after ADR 0043, never tuned on
 DIFFERENT = "different"
 
 

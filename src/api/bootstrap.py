@@ -24,6 +24,7 @@ from engram.adapters.insight_proposers import insight_proposers
 from engram.adapters.keystore import KeyStore
 from engram.adapters.migrations import migrate, migrate_database, schema_lock
 from engram.adapters.relation_model import ModelRelationJudge
+from engram.adapters.relation_probe import RelationProbe
 from engram.adapters.sensitive_probe import SensitiveProbe
 from engram.adapters.sweeper import Sweeper
 from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
@@ -56,7 +57,7 @@ from engram.service.memories import MemoryService
 from engram.service.operations import Operations
 from engram.service.ports import Settler
 from engram.service.recall import RecallService
-from engram.service.relations import Relations
+from engram.service.relations import Judge, Relations
 from engram.service.settings import Settings
 
 from .rebuilds import fill_in_processes
@@ -88,6 +89,18 @@ def key_rotation(settings: Settings, database: Database) -> Iterator[KeyRotation
         yield KeyRotation(KeyStore(datastore, masters), masters.current.id, tuple(masters.ids))
     finally:
         datastore.close()
+
+
+def relation_judge(settings: Settings, budget: BudgetLedger, clock: Clock,
+                   packaged: LocalEmbedder | None) -> Judge | None:
+    """Who judges, for learning, the pairs the rules and the vectors left open (ADR 0042, 0043): the
+    configured model, within the budgets; else the packaged model's probe; else no one."""
+    if settings.llm_base_url:
+        return ModelRelationJudge(ChatModel(settings.llm_base_url, settings.llm_model, settings.llm_api_key,
+                                            max_output_tokens=256), budget, daily_limits(settings), clock)
+    if packaged is not None and settings.relation_probe == "on":
+        return RelationProbe(packaged)
+    return None
 
 
 def embedder_of(settings: Settings) -> Embedder | None:
@@ -248,11 +261,8 @@ class Engram:
                                  max_text_bytes=settings.max_text_bytes,
                                  candidate_ttl=timedelta(days=settings.candidate_ttl_days),
                                  links=MemoryLinks(ledger, LinkQueries(datastore)), remember_key=root.remember_key,
-                                 relations=Relations(ledger.keys, queries, index, ledger.clock, meaning, judge=(
-                                     ModelRelationJudge(ChatModel(settings.llm_base_url, settings.llm_model,
-                                                                  settings.llm_api_key, max_output_tokens=256),
-                                                        budget, daily_limits(settings), ledger.clock)
-                                     if settings.llm_base_url else None)))
+                                 relations=Relations(ledger.keys, queries, index, ledger.clock, meaning,
+                                                     judge=relation_judge(settings, budget, ledger.clock, packaged)))
         extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                      if settings.llm_base_url else RuleExtractor())
         learning = LearningService(memories, inbox, budget, extractor, LearningRules(

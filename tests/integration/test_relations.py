@@ -93,6 +93,17 @@ def test_learning_finds_a_duplicate_said_in_other_words_by_meaning_but_never_a_c
     assert (found["我闺女名字叫豆豆"] or {}).get("kind") != "duplicate"
 
 
+def test_without_a_model_the_packaged_probe_offers_an_update_the_rules_cannot_see(engram, client) -> None:
+    """No rule knows that a climbing hall is a gym; the probe over both statements' vectors (ADR 0043)
+    offers the change as a correction of the memory it changes, and nothing of another person's."""
+    gym = remember(client, "My gym is the Fitness First on Main Street", "m-1").json()
+    remember(client, "I play tennis on Sundays", "m-2")
+    assert engram.embedding.work() == 2
+    say(client, engram, "m-3", "I switched gyms, I go to the climbing hall in Neukölln now.")
+    found = {c["text"]: c["relation"] for c in candidates(client)}
+    assert found["I go to the climbing hall in Neukölln now"] == {"kind": "update", "memory_id": gym["id"]}
+
+
 def test_with_a_model_configured_it_judges_what_the_rules_and_vectors_leave_within_the_budget(
         settings, database, llm) -> None:
     from fastapi.testclient import TestClient
