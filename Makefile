@@ -40,8 +40,9 @@ serve: install
 	$(BIN)/engram serve
 
 lint: install
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/import_cycles.py
 	$(MAKE) --no-print-directory typecheck
 
 # mypy reads src/ through a link named engram, as it cannot follow the editable install's import hook.

@@ -21,13 +21,14 @@ from engram.adapters.extractors import OpenAIExtractor, RuleExtractor
 from engram.adapters.hindsight import HindsightClient, HindsightDatabase, SemanticIndex
 from engram.adapters.insight_local import LocalProposer
 from engram.adapters.insight_proposers import insight_proposers
+from engram.adapters.kafka_journal import KafkaJournal
 from engram.adapters.keystore import KeyStore
 from engram.adapters.migrations import migrate, migrate_database, schema_lock
 from engram.adapters.relation_model import ModelRelationJudge
 from engram.adapters.relation_probe import RelationProbe
 from engram.adapters.sensitive_probe import SensitiveProbe
 from engram.adapters.sweeper import Sweeper
-from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, KafkaJournal, TombstonePublisher
+from engram.adapters.tombstones import Fence, FenceRequired, FileJournal, TombstonePublisher
 from engram.adapters.vector_index import Meaning, VectorIndex
 from engram.adapters.vectors import VectorStore
 from engram.domain.clock import Clock
@@ -313,7 +314,7 @@ class Engram:
                      syncer, embedded, sweepers, forgetting, backups=backups,
                      importer=MemoryImporter(memories, fence, root.import_key, fence.loaded.wait),
                      insights=insights, embedding=embedding)
-        engram.operations.fill_in_processes = fill_in_processes(settings, database, fenced)
+        engram.operations.fill_in_processes = fill_in_processes(Engram.open, settings, database, fenced)
         engram.operations.embedding = embedding
         assert store.outbox is not None
         engram.publisher = TombstonePublisher(store.outbox, journal, ledger.clock)

@@ -25,6 +25,7 @@ from engram.service.settings import MAX_SERVE_PROCESSES
 
 from .bootstrap import PROJECTIONS, Engram, key_rotation, master_key, master_keys, token_secret
 from .identity import issue_token
+from .lifecycle import exit_on_signal
 
 log = logging.getLogger("engram")
 SERVICES = frozenset({"serve", "relay", "worker", "mcp"})  # they log at ENGRAM_LOG_LEVEL; the others print
@@ -34,10 +35,6 @@ def _settings():  # noqa: ANN202
     from engram.service.settings import Settings
 
     return Settings()
-
-
-def exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

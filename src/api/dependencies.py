@@ -8,7 +8,7 @@ per service below. Routes name what they need with the `Annotated` aliases.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, Request, Security
 
@@ -25,10 +25,34 @@ from engram.service.operations import Operations as OperationsService
 from engram.service.recall import RecallService
 from engram.service.settings import Settings
 
-from .bootstrap import Engram as CompositionRoot  # the root's one name in the HTTP API
 from .identity import caller_from_token
 from .metrics import Metrics
 from .reference import BEARER
+
+
+class CompositionRoot(Protocol):
+    """What the HTTP API reads of the composition root (`bootstrap.Engram`, which builds it): its services
+    and its settings. Typed here, not imported: the entry layer points one way (cli -> bootstrap ->
+    http, web, mcp -> these dependencies)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def memories(self) -> MemoryService: ...
+    @property
+    def recall(self) -> RecallService: ...
+    @property
+    def governance(self) -> GovernanceService: ...
+    @property
+    def learning(self) -> LearningService: ...
+    @property
+    def operations(self) -> OperationsService: ...
+    @property
+    def forgetting(self) -> ForgettingService | None: ...
+    @property
+    def insights(self) -> InsightService | None: ...
 
 
 def install(app: FastAPI, root: CompositionRoot, token_secret: str) -> None:

@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 from engram.service.operations import Operations, Reading
 from engram.service.tally import Tally
 
-from .processes import MULTIPROCESS_DIR  # set: several serving processes count in files there (ADR 0037)
+from .lifecycle import MULTIPROCESS_DIR  # set: several serving processes count in files there (ADR 0037)
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 # Seconds: most answers take milliseconds; a 503 comes within 5 s; the statement timeout is 10 s.

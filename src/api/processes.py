@@ -32,7 +32,6 @@ import shutil
 import signal
 import socket
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
@@ -41,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 from engram.adapters.availability import UNAVAILABLE_ERRORS
 from engram.adapters.backups import serving
 from engram.adapters.database import Database
+
+from .lifecycle import MULTIPROCESS_DIR, end_with_the_main, exit_on_signal
 
 if TYPE_CHECKING:
     from .bootstrap import Engram
@@ -52,7 +53,6 @@ GIVE_UP = 5  # quick ends in a row, before any process has served, that end the 
 BACKOFF_FIRST = 1.0  # seconds before the first retry of a slot whose process ended quickly, once serving
 BACKOFF_MAX = 30.0  # and never longer than this between retries
 STOP_WAIT = 15.0  # seconds a stopping serving process gets (uvicorn's graceful shutdown takes at most 10)
-MULTIPROCESS_DIR = "PROMETHEUS_MULTIPROC_DIR"  # prometheus-client reads it when it is first imported
 
 
 class ServingFailed(RuntimeError):
@@ -189,22 +189,6 @@ def _stop(processes: list[BaseProcess]) -> None:
             process.join(5)
 
 
-def end_with_the_main(what: str = "serving process") -> None:
-    """A spawned process whose main process died (killed, not stopped) stops too, by SIGTERM: a serving
-    process would serve on without the background loops and keep the port from the next `engram serve`;
-    a rebuild's filling process would write on into tables the next rebuild makes anew (ADR 0038)."""
-    parent = multiprocessing.parent_process()
-    if parent is None:
-        return
-
-    def watch() -> None:
-        multiprocessing.connection.wait([parent.sentinel])
-        log.warning("the main process %s ended; stopping %s %d", parent.pid, what, os.getpid())
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="engram-main-watch", daemon=True).start()
-
-
 def _serve_one(sock: socket.socket, database: Database) -> None:
     """One serving process: Engram on the main's database, no background loops, the app on `sock`."""
     import uvicorn
@@ -213,7 +197,6 @@ def _serve_one(sock: socket.socket, database: Database) -> None:
     from engram.service.settings import Settings
 
     from .bootstrap import Engram, token_secret
-    from .cli import exit_on_signal
     from .http import create_app
 
     settings = Settings()

@@ -23,9 +23,13 @@ import multiprocessing.connection
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from typing import Protocol
 
+from engram.adapters import logs
 from engram.adapters.database import Database
 from engram.service.settings import Settings
+
+from .lifecycle import end_with_the_main
 
 log = logging.getLogger("engram.operations")
 
@@ -37,23 +41,41 @@ class RebuildFailed(RuntimeError):
     """A process filling a rebuild ended without finishing its part."""
 
 
-def fill_in_processes(settings: Settings, database: Database, fenced: bool) -> Callable[
+class Replays(Protocol):
+    def replay_part(self, name: str, head: int, part: int, parts: int,
+                    progress: Callable[[int, int], None]) -> tuple[int, set[int]]: ...
+
+
+class Opened(Protocol):
+    """What a filling process reads of the Engram it opens."""
+
+    @property
+    def operations(self) -> Replays: ...
+
+    def close(self) -> None: ...
+
+
+Opens = Callable[..., Opened]  # `Engram.open`, passed in (and pickled by name) so this module need not import it
+
+
+def fill_in_processes(open_engram: Opens, settings: Settings, database: Database, fenced: bool) -> Callable[
         [str, int, Callable[[int, int], None] | None, int], tuple[int, set[int]]]:
     """For `Operations.fill_in_processes`: `(name, workers, progress, head)` fills the new tables of a
     rebuild of `name` up to `head` in `workers` processes, each opening Engram on `database` as this
-    process did; returns how many events they applied and which they set aside."""
-    return functools.partial(_fill, settings, database, fenced)
+    process did (by `open_engram`); returns how many events they applied and which they set aside."""
+    return functools.partial(_fill, open_engram, settings, database, fenced)
 
 
-def _fill(settings: Settings, database: Database, fenced: bool, name: str, workers: int,
+def _fill(open_engram: Opens, settings: Settings, database: Database, fenced: bool, name: str, workers: int,
           progress: Callable[[int, int], None] | None, head: int) -> tuple[int, set[int]]:
     processes: list[BaseProcess] = []
     pipes: dict[Connection, int] = {}
     try:
         for part in range(workers):
             receiving, sending = SPAWN.Pipe(duplex=False)
-            process: BaseProcess = SPAWN.Process(target=_fill_part, name=f"engram-rebuild-{part}",
-                                    args=(settings, database, fenced, name, part, workers, head, sending))
+            process: BaseProcess = SPAWN.Process(
+                target=_fill_part, name=f"engram-rebuild-{part}",
+                args=(open_engram, settings, database, fenced, name, part, workers, head, sending))
             process.start()
             sending.close()  # the child's end: once the child ends, reading ours ends too
             processes.append(process)
@@ -96,18 +118,13 @@ def _fill(settings: Settings, database: Database, fenced: bool, name: str, worke
             receiving.close()
 
 
-def _fill_part(settings: Settings, database: Database, fenced: bool, name: str, part: int, parts: int, head: int,
-               report: Connection) -> None:
+def _fill_part(open_engram: Opens, settings: Settings, database: Database, fenced: bool, name: str, part: int,
+               parts: int, head: int, report: Connection) -> None:
     """One filling process: Engram on the same database (no background loops), its part replayed."""
-    from engram.adapters import logs
-
-    from .bootstrap import Engram
-    from .processes import end_with_the_main
-
     logs.configure(settings.log_format, settings.log_level)
     end_with_the_main("rebuild's filling process")  # SIGTERM's default: gone at once, its batch rolled back
     try:
-        engram = Engram.open(settings.model_copy(update={"db_pool_size": WORKER_POOL}), database=database,
+        engram = open_engram(settings.model_copy(update={"db_pool_size": WORKER_POOL}), database=database,
                              background=False, fenced=fenced, catch_up=False)
         try:
             applied, quarantined = engram.operations.replay_part(

@@ -364,7 +364,8 @@ def test_a_filling_process_that_dies_fails_the_rebuild_and_leaves_the_old_view(e
         expected = r"the process filling part 1 of 2 ended \(exit code -9\) before finishing"
     else:  # a process that cannot open the database's keys: a master key that is not this database's
         settings = engram.operations.settings.model_copy(update={"master_key": "A" * 43})
-        engram.operations.fill_in_processes = rebuilds.fill_in_processes(settings, engram.database, True)
+        engram.operations.fill_in_processes = rebuilds.fill_in_processes(type(engram).open, settings, engram.database,
+                                                                         True)
         expected = r"the process filling part \d of 2 failed \(\w+\)"
     try:
         with pytest.raises(RebuildFailed, match=expected + ".*the serving view is untouched"):
