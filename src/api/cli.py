@@ -500,7 +500,7 @@ def parser() -> argparse.ArgumentParser:
                                          ",hindsight_sync (when ENGRAM_HINDSIGHT_URL is set)")
     w.set_defaults(func=cmd_worker)
 
-    im = sub.add_parser("import", help="import prior memories (JSON lines) into one company; see the README")
+    im = sub.add_parser("import", help="import prior memories (JSON lines) into one company; see docs/import.md")
     im.add_argument("file", help="the JSON-lines file; every record must name the company in --company")
     im.add_argument("--company", required=True)
     im.set_defaults(func=cmd_import)

@@ -18,7 +18,7 @@ AUTO_REBUILD_WORKERS = 4  # beyond that, measure first: the processes share Post
 
 
 class Settings(BaseSettings):
-    """Every setting is the environment variable `ENGRAM_<NAME>`; README lists them."""
+    """Every setting is the environment variable `ENGRAM_<NAME>`; docs/operations.md lists them."""
 
     model_config = SettingsConfigDict(env_prefix="ENGRAM_", frozen=True, extra="ignore", env_ignore_empty=True)
 

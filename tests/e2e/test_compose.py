@@ -39,15 +39,15 @@ def test_compose_config_passes_and_names_every_service() -> None:
 
 
 def test_the_readme_names_every_variable_the_deployment_reads() -> None:
-    """The compose file reads only the variables the README's table names, each required or not as
-    the table says; and the README's commands set the required ones."""
+    """The compose file reads only the variables the table in docs/deployment.md names, each required or not as
+    the table says; and its commands set the required ones."""
     import re
 
     compose = (ROOT / "docker-compose.yml").read_text()
     used: dict[str, bool] = {}  # name -> required (`${NAME:?...}`)
     for name, kind in re.findall(r"\$\{([A-Z_][A-Z0-9_]*)(:\?|:-|\?|-)?", compose):
         used[name] = used.get(name, False) or kind in (":?", "?")
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "deployment.md").read_text()
     section = readme[readme.index("## Distributed deployment"):]
     section = section[:section.index("\n## ", 1)]
     named: dict[str, bool] = {}
