@@ -60,9 +60,9 @@ from harness import start_hindsight
 
 from engram.adapters.database import Database, EmbeddedPostgres
 
-from broker import TansuBroker  # noqa: E402  (tests/, put on the path by harness)
-from deployment import Deployment, pg_ctl, postmaster, start_postgres  # noqa: E402
-from helpers import token, wait_until_ready  # noqa: E402
+from broker import TansuBroker  # tests/, put on the path by harness
+from deployment import Deployment, pg_ctl, postmaster, start_postgres
+from helpers import token, wait_until_ready
 
 COMPANY = "acme"
 FAULTS = ("postgres", "broker", "hindsight", "worker", "api")

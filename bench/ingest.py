@@ -20,11 +20,11 @@ import threading
 import time
 from pathlib import Path
 
-from engram.adapters.database import EmbeddedPostgres  # noqa: E402
-from engram.api.bootstrap import Engram  # noqa: E402
-from engram.domain.receipt import receipt_uuid  # noqa: E402
-from engram.domain.scope import Caller  # noqa: E402
-from engram.service.settings import Settings  # noqa: E402
+from engram.adapters.database import EmbeddedPostgres
+from engram.api.bootstrap import Engram
+from engram.domain.receipt import receipt_uuid
+from engram.domain.scope import Caller
+from engram.service.settings import Settings
 
 PEOPLE = [Caller("acme", f"person-{i}", "bot", bot="b-1") for i in range(10)]
 PHRASES = ["I prefer {} for {} meetings.", "From now on send {} reports about {}.", "My {} is {}.",
@@ -74,7 +74,7 @@ def main() -> None:
         done: dict[str, float] = {}
         real_end = learning._end
 
-        def timed_end(receipt, change):  # noqa: ANN001, ANN202
+        def timed_end(receipt, change):
             ok = real_end(receipt, change)
             done[receipt.receipt_id] = time.perf_counter()
             return ok

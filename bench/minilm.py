@@ -90,7 +90,7 @@ def serve(model: MiniLM, port: int) -> None:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
             if not self.path.endswith("/embeddings"):
                 self.send_error(404)

@@ -54,7 +54,7 @@ def pct(values: list[float], p: int) -> float:
 
 
 class Background:
-    def __init__(self, coro_factory) -> None:  # noqa: ANN001
+    def __init__(self, coro_factory) -> None:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=lambda: asyncio.run(coro_factory(self.stop)), daemon=True)
         self.thread.start()

@@ -498,11 +498,11 @@ WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", 
 NUMBERS = ["zero", "one", "two", "three", "four", "five", "six"]
 
 
-def absolute(day):  # noqa: ANN001, ANN201
+def absolute(day):
     return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
 
 
-def relative(day, asked):  # noqa: ANN001, ANN201
+def relative(day, asked):
     """How a person would name `day` when asking on `asked` (a few days to two weeks later)."""
     delta = (asked - day).days
     if delta == 1:

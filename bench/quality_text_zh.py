@@ -405,7 +405,7 @@ _DIGITS = "零一二三四五六七八九十"
 _WEEKDAYS = "一二三四五六日"
 
 
-def absolute(day):  # noqa: ANN001, ANN201
+def absolute(day):
     return f"{day.year}年{day.month}月{day.day}日"
 
 
@@ -413,7 +413,7 @@ def _count(n: int) -> str:
     return {2: "两"}.get(n, _DIGITS[n])
 
 
-def relative(day, asked):  # noqa: ANN001, ANN201
+def relative(day, asked):
     """一个人在 `asked` 这天提到 `day` 时的说法（几天到两周之后）。"""
     delta = (asked - day).days
     if delta == 1:

@@ -25,10 +25,10 @@ from uuid import uuid4
 
 from harness import save_in_batches, seed_corrected
 
-from engram.adapters.database import EmbeddedPostgres  # noqa: E402
-from engram.api.bootstrap import Engram  # noqa: E402
-from engram.domain.receipt import Receipt  # noqa: E402
-from engram.service.settings import Settings  # noqa: E402
+from engram.adapters.database import EmbeddedPostgres
+from engram.api.bootstrap import Engram
+from engram.domain.receipt import Receipt
+from engram.service.settings import Settings
 
 WORDS = [f"w{i}" for i in range(2000)]
 

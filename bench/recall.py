@@ -188,7 +188,7 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
     asking: dict[str, list[float]] = {label: [] for label, _ in modes}
     for label, mode in modes:  # count the hints each recall reads, and time the asking alone
         if mode is not None and not callable(mode) and mode != "meaning":
-            def counting(scopes, query, ask=mode.hints, seen=hinted[label], took=asking[label]):  # type: ignore[attr-defined]  # noqa: ANN001, ANN202
+            def counting(scopes, query, ask=mode.hints, seen=hinted[label], took=asking[label]):  # type: ignore[attr-defined]
                 started = time.perf_counter()
                 try:
                     found = ask(scopes, query)

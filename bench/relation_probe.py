@@ -24,12 +24,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import relations as bench  # noqa: E402 - the labelled pairs' loader
+import relations as bench  # the labelled pairs' loader
 
-from engram.adapters.embedders import LocalEmbedder  # noqa: E402
-from engram.adapters.relation_probe import CLASSES, WEIGHTS, pair_features  # noqa: E402
-from engram.domain.relation import DUPLICATE, UPDATE, relate, same_values  # noqa: E402
-from engram.service.relations import MEANING_ASK, MEANING_DUPLICATE  # noqa: E402
+from engram.adapters.embedders import LocalEmbedder
+from engram.adapters.relation_probe import CLASSES, WEIGHTS, pair_features
+from engram.domain.relation import DUPLICATE, UPDATE, relate, same_values
+from engram.service.relations import MEANING_ASK, MEANING_DUPLICATE
 
 HELD_OUT = ("round3",)
 THRESHOLDS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)

@@ -26,11 +26,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import sensitive as bench  # noqa: E402 - the labelled data's loaders
+import sensitive as bench  # the labelled data's loaders
 
-from engram.adapters.content_rules import ContentRules  # noqa: E402
-from engram.adapters.embedders import LocalEmbedder  # noqa: E402
-from engram.adapters.sensitive_probe import WEIGHTS  # noqa: E402
+from engram.adapters.content_rules import ContentRules
+from engram.adapters.embedders import LocalEmbedder
+from engram.adapters.sensitive_probe import WEIGHTS
 
 HELD_OUT = ("round5",)
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)

@@ -139,7 +139,7 @@ def serving(bench: Any, processes: int = 1, kafka: int = 0) -> Iterator[str]:
         helpers = [subprocess.Popen([engram_bin, *cmd], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                    for cmd in [["relay"], *[["worker"]] * kafka]]
         bench.projector_pids = [broker.proc.pid, *(h.pid for h in helpers)]
-    log = open(bench.tmp / "serve.log", "ab")  # noqa: SIM115 - closed below
+    log = open(bench.tmp / "serve.log", "ab")  # closed below
     proc = subprocess.Popen([engram_bin, "serve", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

@@ -28,7 +28,7 @@ class Deployment:
 
     def start(self, name: str, *command: str) -> None:
         """A process whose PostgreSQL connections carry its name, so a test can cut exactly those."""
-        log = open(self.tmp_path / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        log = open(self.tmp_path / f"{name}.log", "ab")  # closed with the process
         self.procs[name] = subprocess.Popen([ENGRAM, *command], env={**self.env, "PGAPPNAME": f"engram-{name}"},
                                             stdout=log, stderr=subprocess.STDOUT)
 

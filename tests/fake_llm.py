@@ -121,7 +121,7 @@ class FakeLLM:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 if self.path.endswith("/chat/completions"):
                     status, answer = fake.chat(body)

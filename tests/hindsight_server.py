@@ -21,7 +21,7 @@ def hindsight_binary() -> Path | None:
 
 
 class HindsightServer:
-    def __init__(self, database, llm_url: str, log: Path, *, guard_public_key: str | None = None,  # noqa: ANN001
+    def __init__(self, database, llm_url: str, log: Path, *, guard_public_key: str | None = None,
                  observations: bool = False, embeddings: tuple[str, int] | None = None) -> None:
         """`embeddings`: (base URL, dimensions) of another embeddings server than the fake LLM (benchmarks)."""
         binary = hindsight_binary()
@@ -98,8 +98,8 @@ class HindsightServer:
             self.proc = None
 
 
-def start_with_fake_llm(database, log: Path, *, guard_public_key: str | None, observations: bool = False,  # noqa: ANN001
-                        observe=None, embeddings: tuple[str, int] | None = None) -> HindsightServer:  # noqa: ANN001
+def start_with_fake_llm(database, log: Path, *, guard_public_key: str | None, observations: bool = False,
+                        observe=None, embeddings: tuple[str, int] | None = None) -> HindsightServer:
     """A Hindsight on its own database with its own fake LLM (as `server.llm`); `close()` stops both."""
     from fake_llm import FakeLLM
 
@@ -116,7 +116,7 @@ def start_with_fake_llm(database, log: Path, *, guard_public_key: str | None, ob
     return server
 
 
-def start_beside(postgres, name: str, log_dir: Path, *, guard_public_key: str) -> HindsightServer:  # noqa: ANN001
+def start_beside(postgres, name: str, log_dir: Path, *, guard_public_key: str) -> HindsightServer:
     """`start_with_fake_llm` on database `name` of the suite's embedded PostgreSQL (`postgres` fixture)."""
     from engram.adapters.database import Database
 

@@ -76,10 +76,10 @@ class TextFormat(logging.Formatter):
         record.request_tag = f" [{rid}]" if rid else ""
         return super().format(record)
 
-    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: Any) -> str:  # logging's name
         return _exception_text(ei)
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return _utc(record)
 
 
@@ -95,10 +95,10 @@ class JsonFormat(JsonFormatter):
             log_data.pop("request_id", None)
         return log_data
 
-    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: Any) -> str:  # logging's name
         return _exception_text(ei)
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return _utc(record)
 
 

@@ -50,7 +50,7 @@ class Sweeper:
             except UNAVAILABLE_ERRORS as exc:  # an outage: one line when it starts, a growing pause meanwhile
                 delay = max(self.interval, self._outage.failed(exc))
                 continue
-            except Exception:  # noqa: BLE001 - housekeeping must outlive a bad item
+            except Exception:  # housekeeping must outlive a bad item
                 log.exception("sweep failed; will retry")
             finally:
                 if self.yield_to is not None:

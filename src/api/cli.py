@@ -31,7 +31,7 @@ log = logging.getLogger("engram")
 SERVICES = frozenset({"serve", "relay", "worker", "mcp"})  # they log at ENGRAM_LOG_LEVEL; the others print
 
 
-def _settings():  # noqa: ANN202
+def _settings():
     from engram.service.settings import Settings
 
     return Settings()
@@ -155,7 +155,7 @@ def _print_key_status(status: Any) -> None:
         print(f"running Engram processes not using master key {status.current}: {status.wrapping_elsewhere}")
 
 
-def _progress_count(label: str):  # noqa: ANN202
+def _progress_count(label: str):
     """A line on stderr every 10,000: a long rotation shows it is alive."""
     shown = {"step": 0}
 
@@ -200,7 +200,7 @@ def cmd_projections(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress_bar(label: str):  # noqa: ANN202
+def _progress_bar(label: str):
     """A bar on stderr, redrawn at most every 1%: long rebuilds show they are alive."""
     shown = {"pct": -1}
 
@@ -215,7 +215,7 @@ def _progress_bar(label: str):  # noqa: ANN202
     return progress
 
 
-def _run_until_signalled(make_coroutine) -> int:  # noqa: ANN001
+def _run_until_signalled(make_coroutine) -> int:
     """Run an asyncio service until SIGTERM or Ctrl-C, then let it finish its current batch."""
     import asyncio
     import threading
@@ -381,7 +381,7 @@ def _quiet_kafka_client() -> None:
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
 
-def _alive_file(path: str | None):  # noqa: ANN202
+def _alive_file(path: str | None):
     """Touches `path` (at most once a second) each time the loop turns; a health check reads its age."""
     if not path:
         return None

@@ -258,7 +258,7 @@ def settings(*, learning_paused: bool | None = None, use_paused: bool | None = N
                 json={"learning_paused": learning_paused, "use_paused": use_paused})
 
 
-def export(*, format: Literal["json", "markdown"] = "json") -> Call[ExportOut | str]:  # noqa: A002
+def export(*, format: Literal["json", "markdown"] = "json") -> Call[ExportOut | str]:
     """`GET /v1/export`: the caller's confirmed memories with evidence and history; an `ExportOut`,
     or with `format="markdown"` the Markdown text."""
 

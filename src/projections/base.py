@@ -746,6 +746,6 @@ class ProjectorRunner:
                             pass
             except TRANSIENT as exc:  # the database is away: one line when it starts, a growing pause meanwhile
                 self._stop.wait(outage.failed(exc))
-            except Exception:  # noqa: BLE001 - keep projecting after a database hiccup
+            except Exception:  # keep projecting after a database hiccup
                 log.exception("projector loop failed; retrying")
                 self._stop.wait(self.poll_interval)

@@ -129,7 +129,7 @@ class HindsightSyncer:
         sets = "".join(f", {column} = %({column})s" for column in marks)
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(
-                f"UPDATE engram_hindsight_leases SET lease_until = %(until)s{sets} "  # noqa: S608 - column names are ours
+                f"UPDATE engram_hindsight_leases SET lease_until = %(until)s{sets} "  # column names are ours
                 "WHERE memory_id = %(id)s AND owner = %(owner)s AND lease_until > %(now)s",
                 {"id": memory_id, "owner": self.owner, "until": now + self.lease, "now": now, **marks},
             )

@@ -215,7 +215,7 @@ def save_settings(request: Request, who: Admitted, governance: Governance,
 
 @router.get("/memory/export")
 def export(who: Admitted, memories: Memories, insights: Insights,
-           format: Literal["json", "markdown"] = "json") -> Response:  # noqa: A002
+           format: Literal["json", "markdown"] = "json") -> Response:
     """The same document as `GET /v1/export`, as a file to keep."""
     data = {**memories.export(who), "insights": insights.list_insights(who)["items"]}
     if format == "markdown":

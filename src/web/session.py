@@ -45,7 +45,7 @@ class CsrfRefused(DomainError):
     code, status, title = "csrf_refused", 403, "This form cannot be accepted"
 
 
-class SignedInByLink(Exception):  # noqa: N818  (not an error: the page answers with a redirect)
+class SignedInByLink(Exception):  # not an error: the page answers with a redirect
     """`?token=` was valid: answer with the session cookie and a redirect to the same page without it."""
 
     def __init__(self, token: str) -> None:

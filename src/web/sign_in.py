@@ -26,13 +26,13 @@ def local_path(path: str | None) -> str:
 
 
 @router.get("/sign-in")
-def sign_in_form(request: Request, next: str | None = None) -> Response:  # noqa: A002
+def sign_in_form(request: Request, next: str | None = None) -> Response:
     return sign_in_page(request, status_code=200, next_path=local_path(next))
 
 
 @router.post("/sign-in")
 def sign_in(request: Request, deployment: Deployment, token: Annotated[str, Form(max_length=8192)] = "",
-            next: Annotated[str, Form(max_length=2048)] = HOME) -> Response:  # noqa: A002
+            next: Annotated[str, Form(max_length=2048)] = HOME) -> Response:
     try:
         caller_of(request, token.strip(), deployment)
     except Unauthenticated:
@@ -51,7 +51,7 @@ def sign_out(request: Request) -> Response:
 
 @router.post("/language")
 def choose_language(request: Request, lang: Annotated[Literal["en", "zh"], Form()],
-                    next: Annotated[str, Form(max_length=8192)] = HOME) -> Response:  # noqa: A002
+                    next: Annotated[str, Form(max_length=8192)] = HOME) -> Response:
     """The person's language for every page, kept in a cookie of its own (any other value: the 422 page,
     which repeats nothing sent); back to the page the switch was on."""
     response = redirect(request, local_path(next))

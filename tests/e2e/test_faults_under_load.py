@@ -15,7 +15,7 @@ import pytest
 from broker import tansu_binary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import faults  # noqa: E402  (bench/faults.py)
+import faults  # bench/faults.py
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600),
               pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker installed")]

@@ -66,7 +66,7 @@ def _serving(main: psutil.Process) -> list[psutil.Process]:
     return serving
 
 
-def _wait_for(check, timeout: float = 60) -> None:  # noqa: ANN001
+def _wait_for(check, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "timed out"

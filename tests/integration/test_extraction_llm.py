@@ -27,7 +27,7 @@ from engram.domain.clock import FixedClock
 from helpers import SECRET, auth
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import extraction as labelled  # noqa: E402  (bench/extraction.py: the set, the matching rule, the tally)
+import extraction as labelled  # bench/extraction.py: the set, the matching rule, the tally
 
 MESSAGES = labelled.load()[::8]  # every eighth message: both languages, every kind; the bench runs all of them
 

@@ -152,7 +152,7 @@ def test_a_database_error_is_not_mistaken_for_a_bad_event(engram) -> None:
     calls = {"n": 0}
     original = projection.apply
 
-    def flaky(curs, event, tracking):  # noqa: ANN001, ANN202
+    def flaky(curs, event, tracking):
         calls["n"] += 1
         raise psycopg.OperationalError("connection lost")
 

@@ -40,7 +40,7 @@ def signed(*banks: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {tokens.sign(SIGNING_KEY, list(banks))}"}
 
 
-def _own_database(postgres, name: str):  # noqa: ANN001, ANN202
+def _own_database(postgres, name: str):
     from engram.adapters.database import Database
 
     info = postgres.server.get_postmaster_info()
@@ -48,7 +48,7 @@ def _own_database(postgres, name: str):  # noqa: ANN001, ANN202
 
 
 @pytest.fixture(scope="module")
-def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
+def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:
     server = start_with_fake_llm(_own_database(postgres, "hindsight_tests"),
                                  tmp_path_factory.mktemp("hindsight") / "hindsight.log",
                                  guard_public_key=public_key_text(SIGNING_KEY))
@@ -68,7 +68,7 @@ def empty_banks(server: HindsightServer) -> None:
 
 
 @pytest.fixture
-def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
+def system(settings, database, hindsight) -> Iterator[Engram]:
     empty_banks(hindsight)  # each test starts from empty banks: the Hindsight server is shared by the module
     engram = Engram.open(settings.replace(hindsight_url=hindsight.url, master_key=MASTER), database=database, background=False)
     yield engram
@@ -287,7 +287,7 @@ def test_losing_scope_withdraws_the_document_and_regaining_it_retains_it(system,
 
 
 @pytest.fixture(scope="module")
-def observing(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
+def observing(postgres, tmp_path_factory) -> Iterator[HindsightServer]:
     """A second Hindsight, with observations on: its consolidation turns each batch of new facts
     into one observation citing all of them. Without the guard: the test runs consolidation itself,
     which the guard refuses to every token (Hindsight runs it for itself in production)."""
@@ -306,7 +306,7 @@ def _observations(server: HindsightServer, query: str) -> list[set[str | None]]:
             if h.kind == "observation"]
 
 
-def _wait(predicate, timeout: float = 60) -> None:  # noqa: ANN001
+def _wait(predicate, timeout: float = 60) -> None:
     import time
 
     deadline = time.monotonic() + timeout
@@ -546,7 +546,7 @@ def _group(engram: Engram, scope: Scope, *memory_ids: str) -> Group:
 
 
 def test_observations_are_proposed_only_when_every_source_is_a_current_memory_of_the_group(
-        settings, database, observing, caplog) -> None:  # noqa: ANN001
+        settings, database, observing, caplog) -> None:
     caplog.set_level(logging.DEBUG)
     system = Engram.open(settings.replace(hindsight_url=observing.url, master_key=MASTER), database=database,
                          background=False)
@@ -604,7 +604,7 @@ def test_observations_are_proposed_only_when_every_source_is_a_current_memory_of
         system.close()
 
 
-def test_the_observation_proposer_answers_nothing_quickly_when_hindsight_is_down_or_hung(caplog) -> None:  # noqa: ANN001
+def test_the_observation_proposer_answers_nothing_quickly_when_hindsight_is_down_or_hung(caplog) -> None:
     import socket
     import time
 
@@ -628,7 +628,7 @@ def test_the_observation_proposer_answers_nothing_quickly_when_hindsight_is_down
     assert caplog.records and not [r for r in caplog.records if "risks" in r.getMessage().lower()]
 
 
-def test_the_observation_proposer_logs_once_when_hindsight_goes_and_once_when_it_is_back(hindsight, caplog) -> None:  # noqa: ANN001
+def test_the_observation_proposer_logs_once_when_hindsight_goes_and_once_when_it_is_back(hindsight, caplog) -> None:
     """It logged a warning for every group on every round: a stopped Hindsight under bench/faults.py's
     load wrote 191 of them in 85 s."""
     from urllib.parse import urlsplit

@@ -41,7 +41,7 @@ MARGIN = 0.25
 
 
 @pytest.fixture(scope="module")
-def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
+def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:
     server = start_beside(postgres, "hindsight_deadline", tmp_path_factory.mktemp("hindsight"),
                           guard_public_key=public_key_text(SIGNING_KEY))
     yield server
@@ -49,7 +49,7 @@ def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa:
 
 
 @pytest.fixture
-def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
+def system(settings, database, hindsight) -> Iterator[Engram]:
     engram = Engram.open(settings.replace(hindsight_url=hindsight.url, master_key=MASTER), database=database,
                          background=False)
     yield engram
@@ -57,7 +57,7 @@ def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
 
 
 @pytest.fixture
-def proxy(hindsight) -> Iterator[SlowProxy]:  # noqa: ANN001
+def proxy(hindsight) -> Iterator[SlowProxy]:
     proxy = SlowProxy(("127.0.0.1", hindsight.port))
     yield proxy
     proxy.close()
@@ -84,7 +84,7 @@ def timed_recall(engram: Engram, query: str) -> tuple[float, dict[str, Any]]:
     {"mode": "stall"},  # the request is taken and never answered
     {"mode": "huge"},  # an answer without end
 ])
-def test_recall_ends_by_the_deadline_whatever_hindsight_does(system, proxy, misbehaviour) -> None:  # noqa: ANN001
+def test_recall_ends_by_the_deadline_whatever_hindsight_does(system, proxy, misbehaviour) -> None:
     tea = remember(system, "I prefer green tea in the afternoon")
     assert system.syncer.sync() == 1
     system.recall.semantic = warm = through(proxy, deadline=30)  # generous: the first query warms Hindsight up
@@ -104,7 +104,7 @@ def test_recall_ends_by_the_deadline_whatever_hindsight_does(system, proxy, misb
     assert proxy.wait_closed() == 0
 
 
-def test_recall_over_http_says_degraded_within_the_deadline(system, proxy) -> None:  # noqa: ANN001
+def test_recall_over_http_says_degraded_within_the_deadline(system, proxy) -> None:
     from fastapi.testclient import TestClient
 
     from engram.api.http import create_app
@@ -153,7 +153,7 @@ def test_a_connect_that_hangs_ends_by_the_deadline() -> None:
                 s.close()
 
 
-def test_many_recalls_at_once_against_a_hung_hindsight_leak_no_threads_or_connections(hindsight) -> None:  # noqa: ANN001
+def test_many_recalls_at_once_against_a_hung_hindsight_leak_no_threads_or_connections(hindsight) -> None:
     proxy = SlowProxy(("127.0.0.1", hindsight.port), mode="stall")
     index = through(proxy)
     scopes = [Scope("acme", "alice"), Scope("acme", "alice", "restricted", "t-risk", "s-jira")]  # two banks, at once
@@ -194,7 +194,7 @@ def test_many_recalls_at_once_against_a_hung_hindsight_leak_no_threads_or_connec
         proxy.close()
 
 
-def test_a_recall_cancelled_at_any_step_leaves_no_connection_behind(hindsight) -> None:  # noqa: ANN001
+def test_a_recall_cancelled_at_any_step_leaves_no_connection_behind(hindsight) -> None:
     """A deadline can end a recall anywhere in its progress: while the pool makes a connection, between
     connecting and sending (where httpcore 1.0.9 left the connection in its pool for good, open and
     counted against the pool's limit, ADR 0036), while the answer is awaited. Each loop step is tried."""
@@ -220,7 +220,7 @@ def test_a_recall_cancelled_at_any_step_leaves_no_connection_behind(hindsight) -
         proxy.close()
 
 
-def test_hindsight_answer_is_bounded_and_recall_reads_only_the_best_hints(system, proxy) -> None:  # noqa: ANN001
+def test_hindsight_answer_is_bounded_and_recall_reads_only_the_best_hints(system, proxy) -> None:
     ids = [remember(system, f"The {w} report on project lantern is due on Friday")
            for w in ("weekly", "monthly", "budget", "risk", "hiring", "travel")]
     assert system.syncer.sync() == 6

@@ -44,7 +44,7 @@ def signed(*banks: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:  # noqa: ANN001
+def hindsight(postgres, tmp_path_factory) -> Iterator[HindsightServer]:
     server = start_beside(postgres, "hindsight_purge", tmp_path_factory.mktemp("hindsight-purge"),
                           guard_public_key=public_key_text(SIGNING_KEY))
     yield server
@@ -59,13 +59,13 @@ def empty_banks(server: HindsightServer) -> None:
         client(server).delete(bank_id, str(document_id))
 
 
-def open_engram(settings, database, hindsight, **changes: Any) -> Engram:  # noqa: ANN001
+def open_engram(settings, database, hindsight, **changes: Any) -> Engram:
     return Engram.open(settings.replace(hindsight_url=hindsight.url, master_key=MASTER, **changes),
                        database=database, background=False)
 
 
 @pytest.fixture
-def system(settings, database, hindsight) -> Iterator[Engram]:  # noqa: ANN001
+def system(settings, database, hindsight) -> Iterator[Engram]:
     empty_banks(hindsight)
     engram = open_engram(settings, database, hindsight)
     yield engram
@@ -287,7 +287,7 @@ def _tuples_holding(conn: psycopg.Connection[Any], table: str, words: str) -> in
 
 
 def test_with_access_to_hindsights_database_the_purge_waits_for_vacuum_and_analyze(
-        settings, database, hindsight) -> None:  # noqa: ANN001
+        settings, database, hindsight) -> None:
     empty_banks(hindsight)
     conninfo = hindsight.database.conninfo
     engram = open_engram(settings, database, hindsight, hindsight_database_url=conninfo)

@@ -46,7 +46,7 @@ class Served:
         env.update(ENGRAM_DATA_DIR=str(data_dir), ENGRAM_DATABASE_URL=database.conninfo,
                    ENGRAM_TOKEN_SECRET=SECRET,
                    ENGRAM_MASTER_KEY=base64.urlsafe_b64encode(os.urandom(32)).decode())
-        self.log = open(data_dir.parent / "serve.log", "wb")  # noqa: SIM115
+        self.log = open(data_dir.parent / "serve.log", "wb")
         self.proc = subprocess.Popen([ENGRAM, "serve", "--host", "127.0.0.1", "--port", str(self.port)],
                                      env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_until_ready(self.proc, self.url, (data_dir.parent / "serve.log").read_text)

@@ -24,7 +24,7 @@ ROOMY = Limits(company_tokens=1_000_000, company_calls=100)
 
 
 @pytest.fixture
-def budget(engram) -> BudgetLedger:  # noqa: ANN001
+def budget(engram) -> BudgetLedger:
     return BudgetLedger(engram.store.datastore)
 
 
@@ -131,7 +131,7 @@ def test_fewer_than_two_facts_that_fit_mean_no_call(llm, budget) -> None:
     assert llm.calls == [] and budget.today("acme", T0.date()) == {"tokens": 0, "calls": 0, "failed_calls": 0}
 
 
-def test_the_insight_service_runs_the_model_beside_the_local_proposer(settings, database, llm) -> None:  # noqa: ANN001
+def test_the_insight_service_runs_the_model_beside_the_local_proposer(settings, database, llm) -> None:
     from engram.api.bootstrap import Engram
     from engram.domain.scope import Caller
 

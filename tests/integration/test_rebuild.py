@@ -64,7 +64,7 @@ def view_contents(engram: Any, name: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     with engram.store.datastore.transaction() as curs:
         for table in view.tables:
-            curs.execute(f"SELECT * FROM {table}")  # noqa: S608 - names from the view's own list
+            curs.execute(f"SELECT * FROM {table}")  # names from the view's own list
             rows = []
             for row in curs.fetchall():
                 if table == "engram_memories" and row["status"] in ("forgotten", "rejected", "expired"):
@@ -327,10 +327,10 @@ class _Killing:
     def __init__(self, real: Any) -> None:
         self.real = real
 
-    def Pipe(self, duplex: bool) -> Any:  # noqa: N802 - multiprocessing's name
+    def Pipe(self, duplex: bool) -> Any:  # multiprocessing's name
         return self.real.Pipe(duplex=duplex)
 
-    def Process(self, **kw: Any) -> Any:  # noqa: N802
+    def Process(self, **kw: Any) -> Any:
         process = self.real.Process(**kw)
         return _KilledAtStart(process) if kw["name"].endswith("-1") else process
 

@@ -201,7 +201,7 @@ class OwnModel:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+            def do_POST(self) -> None:  # the standard library's name
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.asked += 1
                 data = [{"index": i, "embedding": model.query(t).tolist()} for i, t in enumerate(body["input"])]

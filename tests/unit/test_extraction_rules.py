@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from engram.adapters.extractors import RuleExtractor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import extraction as labelled  # noqa: E402  (bench/extraction.py: the set, the matching rule, the tally)
+import extraction as labelled  # bench/extraction.py: the set, the matching rule, the tally
 
 RULES = RuleExtractor()
 MESSAGES = labelled.load()

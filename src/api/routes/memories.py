@@ -99,7 +99,7 @@ def correct_memory(memory_id: PathId, body: CorrectIn, who: Who, memories: Memor
 
 @router.get("/v1/export", summary="Export everything the person holds", response_model=ExportOut,
             responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}, "example": to_markdown(EXPORT)}}}})
-def export(who: Who, memories: Memories, insights: Insights, format: Literal["json", "markdown"] = "json") -> Any:  # noqa: A002
+def export(who: Who, memories: Memories, insights: Insights, format: Literal["json", "markdown"] = "json") -> Any:
     """Every memory with its full history, and every insight, as JSON or (with `format=markdown`) as a
     Markdown document for people.
     """
