@@ -33,7 +33,7 @@ from engram.adapters.vector_index import Meaning, VectorIndex
 from engram.adapters.vectors import VectorStore
 from engram.domain.clock import Clock
 from engram.domain.rollout import Rollout
-from engram.projections.base import ProjectorRunner, ViewProjection, safe_decoder
+from engram.projections.base import ViewProjection, safe_decoder
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
@@ -43,6 +43,7 @@ from engram.projections.purge import ALWAYS, BACKUPS, HINDSIGHT, KAFKA, AccountF
 from engram.projections.recall import RecallProjection, RecallView
 from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
+from engram.projections.runner import ProjectorRunner
 from engram.service.backups import Backups, catalog_of
 from engram.service.embedding import EmbeddingWorker
 from engram.service.forgetting import ForgettingService, Pace

@@ -23,7 +23,8 @@ from engram.domain.insight import CORRECTED, FORGOTTEN, INVALIDATED, LIVE, Insig
 from engram.domain.memory import Memory
 from engram.domain.settings import PersonSettings
 
-from .base import View, ViewProjection, difference, write_rows
+from .base import View, ViewProjection
+from .rows import difference, write_rows
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_insights (

@@ -31,8 +31,9 @@ from engram.domain.memory import (
     tags_of,
 )
 
-from .base import View, ViewProjection, copy_in, difference, write_nested, write_rows
+from .base import View, ViewProjection
 from .purge import EVENT_STORE, KAFKA, RECALL_VIEW, PurgeTracker
+from .rows import copy_in, difference, write_nested, write_rows
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_memories (

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from engram.domain.scope import Caller
-from engram.projections.base import ProjectorRunner
+from engram.projections.runner import ProjectorRunner
 
 ALICE = Caller("acme", "alice", "user")
 SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
