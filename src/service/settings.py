@@ -72,9 +72,9 @@ class Settings(BaseSettings):
     # what the sensitive rules hold, the shipped model may let through when it finds nothing sensitive in it
     # (ADR 0043); `off`, or `ENGRAM_EMBEDDINGS=off`: the rules decide alone
     sensitive_probe: Literal["on", "off"] = "on"
-    # without a chat model, the shipped model's probe judges whether a learned statement repeats or changes
-    # a confirmed memory (ADR 0043); `off`: only the rules and near-identical vectors do
-    relation_probe: Literal["on", "off"] = "on"
+    # `on`: without a chat model, the shipped model's probe judges whether a learned statement repeats or
+    # changes a confirmed memory (ADR 0043); off by default: it also relates statements only worded alike
+    relation_probe: Literal["on", "off"] = "off"
     # with meaning, a memory scoring under this is not recalled (ADR 0040): higher leaves more questions
     # about something never said unanswered, and loses more of the memories asked for in other words
     recall_floor: Annotated[float, Field(ge=0, le=1)] = 0.3

@@ -10,7 +10,7 @@ from typing import Any
 
 from engram.domain.receipt import Receipt, receipt_uuid
 
-from helpers import auth, remember_body
+from helpers import SECRET, auth, remember_body
 
 ALICE = auth()
 NOW = datetime.now(UTC)
@@ -93,9 +93,24 @@ def test_learning_finds_a_duplicate_said_in_other_words_by_meaning_but_never_a_c
     assert (found["我闺女名字叫豆豆"] or {}).get("kind") != "duplicate"
 
 
-def test_without_a_model_the_packaged_probe_offers_an_update_the_rules_cannot_see(engram, client) -> None:
-    """No rule knows that a climbing hall is a gym; the probe over both statements' vectors (ADR 0043)
-    offers the change as a correction of the memory it changes, and nothing of another person's."""
+def test_without_a_model_the_packaged_probe_offers_an_update_the_rules_cannot_see(settings, database) -> None:
+    """`ENGRAM_RELATION_PROBE=on`: no rule knows that a climbing hall is a gym; the probe over both
+    statements' vectors (ADR 0043) offers the change as a correction of the memory it changes."""
+    from fastapi.testclient import TestClient
+
+    from engram.api.bootstrap import Engram
+    from engram.api.http import create_app
+
+    engram = Engram.open(settings.model_copy(update={"relation_probe": "on"}), database=database, background=False)
+    client = TestClient(create_app(engram, SECRET))
+    try:
+        _the_gym_changes(engram, client)
+    finally:
+        client.close()
+        engram.close()
+
+
+def _the_gym_changes(engram: Any, client: Any) -> None:
     gym = remember(client, "My gym is the Fitness First on Main Street", "m-1").json()
     remember(client, "I play tennis on Sundays", "m-2")
     assert engram.embedding.work() == 2
