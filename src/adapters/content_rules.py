@@ -6,7 +6,7 @@ Its entropy plugins are left out: on prose they flag ordinary words.
 Sensitive: adapters/sensitive_rules.py (health, finances, identity documents, people's contact
 details), measured on a labelled set by bench/sensitive.py; what they hold, a probe by meaning may let
 through (adapters/sensitive_probe.py).
-See docs/adr/0005-review-rules.md, docs/adr/0024-sensitive-rules.md and docs/adr/0043-sensitive-probe.md.
+See docs/adr/0005-review-rules.md, docs/adr/0024-sensitive-rules.md and docs/adr/0043-probes-by-meaning-for-review.md.
 """
 
 from __future__ import annotations
@@ -103,8 +103,11 @@ class ContentRules:
     def __init__(self, ordinary: Callable[[str], bool] | None = None) -> None:
         self._ordinary = ordinary
 
+    def is_secret(self, text: str) -> bool:
+        return any(p.search(text) for p in _SECRET_WORDS) or _library_finds_secret(text)
+
     def classify(self, text: str) -> str:
-        if any(p.search(text) for p in _SECRET_WORDS) or _library_finds_secret(text):
+        if self.is_secret(text):
             return SECRET_CONTENT
         if not sensitive_kind(text):
             return NORMAL_CONTENT

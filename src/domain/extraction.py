@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .review import SECRET_CONTENT, ContentPolicy
+from .review import ContentPolicy
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def accept_proposals(proposals: list[Proposal], user_text: str, policy: ContentP
             continue  # a lone surrogate from a model: not text we can store
         if "\x00" in text or size > max_text_bytes:
             continue
-        if policy.classify(text) == SECRET_CONTENT or policy.classify(quote) == SECRET_CONTENT:
+        if policy.is_secret(text) or policy.is_secret(quote):
             continue
         if (text, quote) in seen:
             continue

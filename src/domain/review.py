@@ -20,12 +20,20 @@ class ContentPolicy(Protocol):
         """One of NORMAL_CONTENT, SENSITIVE_CONTENT, SECRET_CONTENT."""
         ...
 
+    def is_secret(self, text: str) -> bool:
+        """`classify(text) == SECRET_CONTENT`, without deciding whether it is sensitive (which may cost an
+        embedding): for the paths that only refuse secrets, such as a receipt's intake."""
+        ...
+
 
 class AcceptEverything:
     """For tests of other rules; production uses adapters.content_rules.ContentRules."""
 
     def classify(self, text: str) -> str:
         return NORMAL_CONTENT
+
+    def is_secret(self, text: str) -> bool:
+        return False
 
 
 def refuse_secrets(policy: ContentPolicy, *texts: str | None) -> str:

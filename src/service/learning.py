@@ -25,7 +25,6 @@ from engram.domain.receipt import (
     candidate_uuid,
     receipt_uuid,
 )
-from engram.domain.review import SECRET_CONTENT
 from engram.domain.scope import Caller
 from engram.domain.text import validate_id, validate_text
 from engram.domain.when import valid_time
@@ -138,7 +137,7 @@ class LearningService:
             reason = "learning_paused"
         elif origin.id in access.revoked_sources:
             reason = "source_revoked"
-        elif self.memories.policy.classify(text) == SECRET_CONTENT:
+        elif self.memories.policy.is_secret(text):
             reason = "secret_refused"
         elif not text.strip():
             reason = "empty"
