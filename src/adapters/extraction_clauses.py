@@ -87,7 +87,7 @@ def clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
         if (_PAIRED_SUBJECT.match(text, pos, m.start()) and _PAIRED_VERB.match(text, m.start(), end)) \
                 or (_PAIRED_NAMED.search(text, pos, m.start()) and _PAIRED_I.match(text, m.start(), end)):
             continue  # "Judy and I are off to Tasmania": one subject of two people, not two clauses
-        if not inside_quotes(text, start, m.start()):
+        if not _inside_quotes(text, start, m.start()):
             if m.group().startswith((":", "：")) and len(text[pos:m.start()].split()) <= 3 \
                     and not HAN.search(text, pos, m.start()) and not _HEADING.match(text[pos:m.start()].strip()):
                 continue  # "deadline this week: 14,000 words ...": a heading belongs to what it heads
@@ -137,7 +137,7 @@ def _named_between(text: str, cuts: list[tuple[int, int]]) -> list[tuple[int, in
     return out
 
 
-def inside_quotes(text: str, start: int, at: int) -> bool:
+def _inside_quotes(text: str, start: int, at: int) -> bool:
     return text.count('"', start, at) % 2 == 1
 
 

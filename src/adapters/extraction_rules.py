@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .extraction_clauses import asks, clauses, inside_quotes, sentences, skipped
+from .extraction_clauses import asks, clauses, sentences, skipped
 from .extraction_standing import HAN, stands_alone
 
 # -- English ------------------------------------------------------------------------------------
@@ -295,18 +295,18 @@ def with_referents(text: str, spans: list[tuple[int, int]]) -> list[tuple[tuple[
     message has nothing before it to lean on: its memory says the rest of its sentence, where the
     referent may follow ("He's terrified of flying, my dad")."""
     bounds = list(sentences(text))
-    starts = [a for a, _ in bounds]
+    # a question is no referent: what leans on it was said about the question ("...? she keeps offering")
+    statements = [s for s, e in bounds if not asks(text[s:e])]
     out: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for a, b in spans:
         said = (a, b)
-        if out and _FOLLOWS.match(text[a:b]) and not leans(text[a:b]):
-            if out[-1][0][0] >= max((s for s in starts if s <= a), default=a) \
-                    and not _ZH_ASIDE.search(text[out[-1][1][0]:out[-1][1][1]]):
+        lean = leans(text[a:b])
+        own = max((s for s, _ in bounds if s <= a), default=a)  # the start of its own sentence
+        if out and not lean and _FOLLOWS.match(text[a:b]):
+            if out[-1][0][0] >= own and not _ZH_ASIDE.search(text[out[-1][1][0]:out[-1][1][1]]):
                 said = (out[-1][0][0], b)
-        elif leans(text[a:b]):
-            own = max((s for s in starts if s <= a), default=a)  # the start of its own sentence
-            # a question is no referent: what leans on it was said about the question ("...? she keeps offering")
-            earlier = [s for s, e in bounds if s < own and not asks(text[s:e])]
+        elif lean:
+            earlier = [s for s in statements if s < own]
             if out and out[-1][0][0] >= (earlier[-1] if earlier else own):
                 said = (out[-1][0][0], b)  # the memory proposed just before it, in this sentence or the last
             elif own < a:
@@ -327,10 +327,12 @@ def memory_spans(text: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
 def _spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     asked = False  # the sentence before was a question
+    quotes, counted = 0, 0  # the double quotes before the sentence: odd inside a quotation
     for s_start, s_end in sentences(text):
         parts = _statements(text, s_start, s_end)
         after_question, asked = asked, asks(text[s_start:s_end])
-        if not parts or inside_quotes(text, 0, s_start):
+        quotes, counted = quotes + text.count('"', counted, s_start), s_start
+        if not parts or quotes % 2:
             continue  # nothing to remember, or words the person quotes
         if after_question and not HAN.search(text[s_start:s_end]) \
                 and not _english(text[parts[0][0]:parts[0][1]], first=True)[1]:

@@ -14,13 +14,13 @@ import re
 HAN = re.compile(r"[\u4e00-\u9fff]")  # a Chinese character (the extractors read it too)
 
 # a person, place or thing named before a pronoun can refer to it
-_EN_NAMED = re.compile(
-    r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'’-]+"  # a capitalised word not opening a sentence
-    r"|\b(?i:my|our|his|her|their|the|a|an|this|that)\s+(?:[\w'’-]+\s+){0,3}?[\w'’-]+"
-    r"|\b(?i:hate|hates|love|loves|like|likes|prefer|prefers|have|has|own|owns|bought|use|uses|need|needs|"
-    r"allergic to|can't stand|cannot stand)\s+(?!(?i:to|been|had|got|heard|seen|done|just|never|always|it|them|him|"
-    r"her|that|this|some|one)\b)[\w'’-]+"
-    r"|\b(?i:two|three|four|five|six|\d+)\s+[a-z][\w'’-]+")
+_CAPITALISED = r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'’-]+"  # a capitalised word not opening a sentence
+_OBJECT = (r"\b(?i:hate|hates|love|loves|like|likes|prefer|prefers|have|has|own|owns|bought|use|uses|need|needs|"
+           r"allergic to|can't stand|cannot stand)\s+(?!(?i:to|been|had|got|heard|seen|done|just|never|always|it|them|"
+           r"him|her|that|this|some|one)\b)[\w'’-]+"  # what someone has, likes, needs ...
+           r"|\b(?i:two|three|four|five|six|\d+)\s+[a-z][\w'’-]+")  # ... or counts ("two cats")
+_EN_NAMED = re.compile(_CAPITALISED + r"|\b(?i:my|our|his|her|their|the|a|an|this|that)\s+(?:[\w'’-]+\s+){0,3}?[\w'’-]+"
+                       r"|" + _OBJECT)
 # "he", "she", "him", "her" stand for a person: a name, or a noun for one ("my boss", "the photographer")
 _EN_PERSON_NAMED = re.compile(
     r"\b(?!(?:I|I'm|I've|I'll|I'd|He|She|It|They|We|This|That|Then|There|Please|Also|And|But|So|Oh|Ok|OK|Okay|"
@@ -32,13 +32,8 @@ _EN_PERSON_NAMED = re.compile(
     r"woman|lady|girl|boy|person|teacher|coach|tutor|nurse|vet|boss|owner|people|folks|team|everyone)s?\b"
     r"|\b(?i:my|our|his|her|their|the|a|an|this|that)\s+(?:[\w'’-]+\s+){0,2}?[\w'’-]+(?:er|or|ist|ian|ant|ent)s?\b")
 # "it" and "its" stand for a thing, which a name opening the sentence seldom is ("Vikram wants to finance it")
-_EN_THING_NAMED = re.compile(
-    r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'’-]+"
-    r"|\b(?i:my|our|his|her|their|the|a|an|this|that|some|any)\s+(?:[\w'’-]+\s+){0,3}?[\w'’-]+"
-    r"|\b(?i:hate|hates|love|loves|like|likes|prefer|prefers|have|has|own|owns|bought|use|uses|need|needs|"
-    r"allergic to|can't stand|cannot stand)\s+(?!(?i:to|been|had|got|heard|seen|done|just|never|always|it|them|him|"
-    r"her|that|this|some|one)\b)[\w'’-]+"
-    r"|\b(?i:two|three|four|five|six|\d+)\s+[a-z][\w'’-]+")
+_EN_THING_NAMED = re.compile(_CAPITALISED + r"|\b(?i:my|our|his|her|their|the|a|an|this|that|some|any)\s+"
+                             r"(?:[\w'’-]+\s+){0,3}?[\w'’-]+|" + _OBJECT)
 _EN_OPENING_NAME = re.compile(r"(?:^|[.!?]\s+)(?!(?:I|I'm|I've|I'll|I'd|He|She|It|They|We|This|That|Then|"
                               r"There|Please|Also|And|But|So|Oh|Actually|Wait)\b)[A-Z][a-z][\w'’-]*")
 _EN_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|hers|they|them|their|its|"
@@ -121,17 +116,18 @@ def stands_alone(text: str) -> bool:
 
 
 # what someone else says, or a rumour passed on: not the person's own memory, whoever it names
+# whose word about the person is theirs to keep, not hearsay
+_CARERS = r"(?:doctor|gp|physio|physiotherapist|dentist|therapist|nurse|surgeon|vet|cardiologist|specialist)\b"
 _EN_HEARSAY = re.compile(
     r"^(?:(?:and|also|oh|btw|honestly|so|but|random,? but)[, ]+)*(?:apparently|supposedly|rumou?r (?:has it|is)|"
     r"i(?:'ve)? (?:also )?heard|heard|word is|"
-    r"(?:(?:my|our|his|her) (?!(?:doctor|gp|physio|physiotherapist|dentist|therapist|nurse|surgeon|vet|"
-    r"cardiologist|specialist)\b)[\w' -]{1,30}?|[A-Z][a-z]+(?: from [\w ]{1,20}?)?) "
+    r"(?:(?:my|our|his|her) (?!" + _CARERS + r")[\w' -]{1,30}?|[A-Z][a-z]+(?: from [\w ]{1,20}?)?) "
     r"(?:says|said|reckons|claims|told me|thinks)\b)"
     # "the club secretary reckons", "people at the market were saying", "a friend from my class said",
     # "there's a rumour ...": what others say, however they are named (not a doctor's word about the person)
     r"|^(?:(?:and|also|oh|btw|honestly|so|but|ok|okay)[, ]+)*"
     r"(?:(?:the|a|an|another|other|some|one of (?:my|our|the)|my|our|his|her)\s+"
-    r"(?!(?:doctor|gp|physio|physiotherapist|dentist|therapist|nurse|surgeon|vet|cardiologist|specialist)\b)"
+    r"(?!" + _CARERS + r")"
     r"(?:[\w'’.-]+\s+){0,5}?|(?:someone|somebody|people|everyone|everybody|they|folks)\s+(?:[\w'’.-]+\s+){0,4}?)"
     r"(?:say|says|said|reckon|reckons|claim|claims|told me|tells me|tell me|were saying|are saying|was saying|"
     r"is saying|keep saying|keeps saying|mentioned|heard)\b"

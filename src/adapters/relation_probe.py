@@ -15,13 +15,13 @@ logged: the vectors live for one call.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from engram.domain.relation import DUPLICATE, UPDATE
 
+from . import probe_weights
 from .embedders import Embedder
 
 WEIGHTS = "relation-probe-multilingual-e5-small-q4-384.npz"
@@ -37,15 +37,12 @@ class RelationProbe:
     """A `service.relations.Judge` that calls no model and spends no budget."""
 
     def __init__(self, embedder: Embedder, path: Path | None = None) -> None:
-        with np.load(path or Path(str(resources.files("engram.adapters").joinpath(WEIGHTS)))) as data:
-            self.model = str(data["model"])
-            self.thresholds = {DUPLICATE: float(data["duplicate"]), UPDATE: float(data["update"])}
-            self._mean = data["mean"].astype(np.float32)
-            self._scale = data["scale"].astype(np.float32)
-            self._weights = data["weights"].astype(np.float32)
-            self._bias = data["bias"].astype(np.float32)
-        if embedder.model != self.model:
-            raise ValueError(f"the probe was trained on {self.model}, not on {embedder.model}")
+        data = probe_weights.load(WEIGHTS, embedder, path)
+        self.thresholds = {DUPLICATE: float(data["duplicate"]), UPDATE: float(data["update"])}
+        self._mean = data["mean"].astype(np.float32)
+        self._scale = data["scale"].astype(np.float32)
+        self._weights = data["weights"].astype(np.float32)
+        self._bias = data["bias"].astype(np.float32)
         self._embedder = embedder
 
     def probabilities(self, new: str, olds: list[str]) -> np.ndarray:

@@ -14,11 +14,11 @@ stored: the vector lives for one call.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from . import probe_weights
 from .embedders import Embedder
 
 WEIGHTS = "sensitive-probe-multilingual-e5-small-q4-384.npz"
@@ -28,15 +28,12 @@ class SensitiveProbe:
     """`ordinary(text)`: True when the probe is confident a held sentence holds no one's sensitive fact."""
 
     def __init__(self, embedder: Embedder, path: Path | None = None) -> None:
-        with np.load(path or Path(str(resources.files("engram.adapters").joinpath(WEIGHTS)))) as data:
-            self.model = str(data["model"])
-            self.threshold = float(data["threshold"])
-            self._mean = data["mean"].astype(np.float32)
-            self._scale = data["scale"].astype(np.float32)
-            self._weights = data["weights"].astype(np.float32)
-            self._bias = float(data["bias"])
-        if embedder.model != self.model:
-            raise ValueError(f"the probe was trained on {self.model}, not on {embedder.model}")
+        data = probe_weights.load(WEIGHTS, embedder, path)
+        self.threshold = float(data["threshold"])
+        self._mean = data["mean"].astype(np.float32)
+        self._scale = data["scale"].astype(np.float32)
+        self._weights = data["weights"].astype(np.float32)
+        self._bias = float(data["bias"])
         self._embedder = embedder
 
     def probability(self, text: str) -> float:

@@ -248,11 +248,11 @@ class Engram:
         embedder = embedder_of(settings)
         vectors = VectorStore(datastore)
         meaning = embedding = None
-        packaged: LocalEmbedder | None = None
+        packaged: LocalEmbedder | None = None  # the shipped model, which the probes read (ADR 0043)
         if embedder is not None:
+            packaged = embedder if isinstance(embedder, LocalEmbedder) else LocalEmbedder()
             # the packaged model's vectors serve those not yet re-embedded by the operator's own (ADR 0040)
-            previous = LocalEmbedder() if not isinstance(embedder, LocalEmbedder) else None
-            packaged = embedder if isinstance(embedder, LocalEmbedder) else previous
+            previous = None if packaged is embedder else packaged
             meaning = Meaning(embedder, VectorIndex(vectors, store.keys, most=settings.vector_cache),
                               settings.embeddings_deadline_ms, previous=previous)
             meaning.warm()
