@@ -51,8 +51,10 @@ typecheck: install
 	ln -sfn ../../src build/typecheck/engram
 	$(BIN)/mypy -p engram
 
+# The whole suite tries every property test's example count in full (ENGRAM_TEST_THOROUGH=1); one tier on
+# its own tries a fifth, for a quick loop (tests/helpers.py).
 test: install hindsight browser lint
-	$(BIN)/python -m pytest -q tests
+	ENGRAM_TEST_THOROUGH=1 $(BIN)/python -m pytest -q tests
 
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit

@@ -9,10 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from engram.adapters.database import Database, EmbeddedPostgres
 
-from helpers import SECRET, fresh_database
+from helpers import SECRET, examples, fresh_database
+
+# hypothesis' own default (100 examples) in the whole suite, a fifth of it in a quick run (tests/helpers.py).
+settings.register_profile("engram", max_examples=examples(100))
+settings.load_profile("engram")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Helpers for tests that talk to the API."""
+"""Helpers for tests that talk to the API, and how hard property tests try."""
 
 from __future__ import annotations
 
@@ -14,6 +14,17 @@ from pathlib import Path
 from typing import Any
 
 SECRET = "test-secret-" + "x" * 32
+
+
+# Property tests try every example count as written in the whole suite (`make test`, `.ci/run`: either sets
+# ENGRAM_TEST_THOROUGH=1, and CI=true does too) and a fifth of it in a run of one tier, a developer's quick
+# loop (`make test-unit`).
+THOROUGH = os.environ.get("ENGRAM_TEST_THOROUGH") == "1" or bool(os.environ.get("CI"))
+
+
+def examples(count: int) -> int:
+    """How many examples a property test that asks for `count` tries in this run."""
+    return count if THOROUGH else max(10, count // 5)
 
 
 def token(company: str = "acme", user: str = "alice", role: str = "user", bot: str | None = None,

@@ -9,7 +9,7 @@ package's: the same tokens (the unigram tokenizer below follows the package's), 
 type embeddings and their norm, twelve post-norm attention and GELU layers, the mean of every token's
 last state (bos and eos included), unit length; a text longer than 510 tokens is cut into windows
 whose means are averaged by their token counts. Vectors agree with the package's to a cosine of
-0.999 or more (tests/unit/test_e5_onnx.py).
+0.999 or more (tests/integration/test_e5_parity.py).
 """
 
 from __future__ import annotations

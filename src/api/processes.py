@@ -120,8 +120,10 @@ def serve_many(engram: Engram, host: str, port: int, count: int) -> None:
 
 
 def supervise(start: Callable[[int], BaseProcess], count: int, where: str, *, quick: float = QUICK,
-              give_up: int = GIVE_UP, backoff: float = BACKOFF_FIRST, backoff_max: float = BACKOFF_MAX) -> None:
-    """Keep `count` processes made by `start(slot)` running, each slot started again when its process ends.
+              give_up: int = GIVE_UP, backoff: float = BACKOFF_FIRST, backoff_max: float = BACKOFF_MAX,
+              poll: float = 0.5) -> None:
+    """Keep `count` processes made by `start(slot)` running, each slot started again when its process ends
+    (looked for every `poll` seconds).
     Before any process has lived `quick` seconds, `give_up` quick ends in a row raise `ServingFailed`;
     after that, a slot whose process ended quickly waits `backoff` seconds, doubling to `backoff_max`,
     before its next start, and this never gives up. The processes are stopped however this ends."""
@@ -142,7 +144,7 @@ def supervise(start: Callable[[int], BaseProcess], count: int, where: str, *, qu
         failures = [0] * count  # quick ends in a row, by slot: what its backoff doubles with
         retry_at = [0.0] * count  # when an empty slot starts again
         while True:
-            time.sleep(0.5)
+            time.sleep(poll)
             now = time.monotonic()
             for slot, process in enumerate(processes):
                 if process is None:

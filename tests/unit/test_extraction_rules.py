@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from engram.adapters.extractors import RuleExtractor
 
+from helpers import examples
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import extraction as labelled  # bench/extraction.py: the set, the matching rule, the tally
 
@@ -134,7 +136,7 @@ def test_what_the_first_person_rules_proposed_is_still_proposed() -> None:
     assert texts("My risk is hiring.") == ["My risk is hiring"]
 
 
-@settings(max_examples=400, deadline=None, derandomize=True)
+@settings(max_examples=examples(400), deadline=None, derandomize=True)
 @given(st.text(alphabet=st.sampled_from(list("I my wife 我的老板喜欢不吃 is likes prefer never ,.?!，。？：:\"'\n Mr.7")),
                max_size=200))
 def test_quotes_are_exact_slices_and_the_same_every_time(text: str) -> None:

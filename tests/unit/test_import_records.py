@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from engram.domain.instant import EARLIEST, LATEST
@@ -113,7 +113,6 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300)
 @given(st.dictionaries(st.sampled_from(["company", "person", "text", "source", "occurred_at", "status",
                                         "visibility", "team", "valid_from", "valid_to", "extra"]),
                        json_values, max_size=10))

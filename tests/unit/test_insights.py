@@ -24,6 +24,8 @@ from engram.domain.insight import (
 )
 from engram.domain.scope import Scope
 
+from helpers import examples
+
 AT = datetime(2026, 11, 2, tzinfo=UTC)
 SCOPE = Scope("acme", "alice")
 
@@ -114,7 +116,7 @@ WORDS = st.sampled_from(["risks", "first", "reports", "short", "bullet", "always
 TEXTS = st.lists(st.lists(WORDS, min_size=1, max_size=6).map(" ".join), min_size=0, max_size=12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(TEXTS, st.randoms(use_true_random=False))
 def test_local_proposals_cite_only_their_group_and_ignore_order(texts: list[str], rnd) -> None:
     group = Group(SCOPE, facts(*texts))

@@ -22,6 +22,8 @@ from engram.adapters.crypto import (
     previous_key_file,
 )
 
+from helpers import examples
+
 OLD, NEW, OTHER = (MasterKey(os.urandom(32)) for _ in range(3))
 
 
@@ -51,7 +53,7 @@ def test_a_key_id_names_a_key_without_revealing_it() -> None:
     assert MasterKeys(NEW, [OLD, NEW, OLD]).ids == [NEW.id, OLD.id]  # the current one first, each once
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.sampled_from(["old", "new", "other"]), min_size=1, max_size=6), st.binary(min_size=1, max_size=40))
 def test_a_row_unwraps_exactly_when_the_key_that_wrapped_it_is_configured(previous: list[str], key_id: bytes) -> None:
     keys = {"old": OLD, "new": NEW, "other": OTHER}

@@ -34,8 +34,9 @@ from engram.domain.scope import Caller
 from engram.domain.text import validate_text
 from engram.domain.visibility import BotNotRegistered
 from engram.service.pending_writes import collecting
+from fakes import START, World, build
 
-from .fakes import START, World, build
+from helpers import examples
 
 ALICE = Caller("acme", "alice", "user")
 HELPER = Caller("acme", "alice", "bot", bot="b-helper")  # registered in DIRECTORY
@@ -416,7 +417,7 @@ valid_texts = st.text(st.characters(exclude_categories=["Cs"], exclude_character
                       max_size=300).filter(lambda t: bool(t.strip()))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=valid_texts)
 def test_any_valid_text_remembered_reads_back_identical(text: str) -> None:
     world = build(policy=AcceptEverything())
@@ -426,7 +427,7 @@ def test_any_valid_text_remembered_reads_back_identical(text: str) -> None:
     assert world.memories.history(ALICE, made["id"])["events"][0]["text"] == text
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(text=valid_texts | st.sampled_from([SECRET_TEXT, SENSITIVE_TEXT, "call me at +44 20 7946 0958"]))
 def test_with_the_content_rules_a_text_is_refused_whole_or_kept_exactly(text: str) -> None:
     validate_text(text)

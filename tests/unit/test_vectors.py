@@ -16,6 +16,8 @@ from engram.adapters.embedders import EmbedderUnavailable, QueryEmbeddings, Remo
 from engram.adapters.vectors import CJK, LATIN, pack, script_of, seal_vector, unpack, unseal_vector
 from engram.service.recall import Fusion
 
+from helpers import examples
+
 
 class SlowEmbedder:
     """A fake model: a hash of the text as a unit vector, after `delay` seconds (or until released)."""
@@ -45,7 +47,7 @@ class SlowEmbedder:
         pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=64))
 def test_a_packed_vector_keeps_its_direction(values: list[float]) -> None:
     v = np.asarray(values, dtype=np.float32)

@@ -16,8 +16,7 @@ from engram.adapters.sensitive_rules import sensitive_kind
 from engram.domain.memory import CONFIRMED, PENDING
 from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT, SENSITIVE_CONTENT
 from engram.domain.scope import Caller
-
-from .fakes import build
+from fakes import build
 
 # held by the rules (a condition named), about no one: a show
 A_SHOW = "The new hospital drama has a surgeon with insomnia and it's so dramatic"
