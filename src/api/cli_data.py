@@ -14,7 +14,8 @@ from engram.domain.clock import Clock
 from engram.service.backups import Backups, catalog_of
 from engram.service.key_rotation import KeyRotation
 
-from .bootstrap import Engram, master_keys
+from .bootstrap import Engram
+from .builders import master_keys
 from .cli_support import load_settings, one_shot_database, progress_bar
 
 log = logging.getLogger("engram")

@@ -7,7 +7,8 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from .bootstrap import key_rotation, master_key, token_secret
+from .bootstrap import key_rotation, token_secret
+from .builders import master_key
 from .cli_support import load_settings, one_shot_database, progress_count
 from .identity import issue_token
 

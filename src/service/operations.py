@@ -49,14 +49,21 @@ class Reading:
     samples: list[tuple[Labels, int | float]]
 
 
+FillsInProcesses = Callable[[str, int, Callable[[int, int], None] | None, int], tuple[int, set[int]]]
+
+
 class Operations:
     def __init__(self, ledger: Ledger, projections: Mapping[str, ViewProjection], learning: LearningService,
                  fence: Fence, settings: Settings, syncer: HindsightSyncer | None = None,
                  purge: PurgeTracker | None = None, insights: InsightQueries | None = None,
-                 recall: RecallService | None = None) -> None:
+                 recall: RecallService | None = None, *, embedding: EmbeddingWorker | None = None,
+                 fill_in_processes: FillsInProcesses | None = None) -> None:
+        """`embedding`: the worker when meaning is on. `fill_in_processes`: (name, workers, progress, head)
+        fills a rebuild up to head in that many processes (ADR 0038), given by whoever can start processes
+        (the API layer's composition root); None where nobody can."""
         self.purge = purge
         self.recall = recall
-        self.embedding: EmbeddingWorker | None = None  # set by the composition root when meaning is on
+        self.embedding = embedding
         self.insights = insights
         self.ledger = ledger
         self.store = ledger.store
@@ -65,10 +72,7 @@ class Operations:
         self.fence = fence
         self.settings = settings
         self.syncer = syncer
-        # (name, workers, progress, head): a rebuild's fill up to head in that many processes (ADR 0038); set
-        # by whoever can start processes (the API layer's bootstrap), None where nobody can
-        self.fill_in_processes: Callable[[str, int, Callable[[int, int], None] | None, int],
-                                         tuple[int, set[int]]] | None = None
+        self.fill_in_processes = fill_in_processes
 
     @property
     def availability(self) -> Availability:
