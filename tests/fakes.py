@@ -8,12 +8,14 @@ service depends on it (a destroyed key is never created again, destroy is idempo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
+
+from eventsourcing.application import Application
 
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.content_rules import ContentRules
@@ -24,7 +26,7 @@ from engram.domain.clock import FixedClock
 from engram.domain.directory import CompanyDirectory, Directory
 from engram.domain.errors import MemoryForgotten
 from engram.domain.memory import Memory
-from engram.domain.review import ContentPolicy
+from engram.domain.review import NORMAL_CONTENT, ContentPolicy
 from engram.domain.rollout import Rollout
 from engram.domain.settings import PersonSettings
 from engram.projections.governance import EMPTY_DIRECTORY, Standing
@@ -236,6 +238,41 @@ class World:
         return list(self.store.recorder.select_notifications(start=1, limit=1_000_000))
 
 
+class AcceptEverything:
+    """A content policy for tests of other rules: nothing is sensitive or secret."""
+
+    def classify(self, text: str) -> str:
+        return NORMAL_CONTENT
+
+    def is_secret(self, text: str) -> bool:
+        return False
+
+
+class InMemoryEventStore(EventStore):
+    """The event store on eventsourcing's in-memory recorder, with fake data keys: having no transactions,
+    it makes the new keys before the insert and records the shreds after it, like a commit."""
+
+    def __init__(self, keys: FakeKeys, shredder: Callable[[Any, Sequence[Shred]], None]) -> None:
+        self._fake_keys, self._shredder = keys, shredder
+        super().__init__(dict(IN_MEMORY), MasterKeys(MasterKey(os.urandom(32))))
+
+    def construct_outbox(self) -> None:
+        return None
+
+    def construct_keys(self, factory: Any) -> Any:
+        return self._fake_keys
+
+    def save(self, *objs: Any, shreds: Sequence[Shred] = (), keys: Sequence[NewKey | None] = (),
+             **kwargs: Any) -> Any:
+        new = [k for k in keys if k is not None]
+        with self.keys.sealing(new, [getattr(o, "id", None) or o.originator_id for o in objs if o is not None]):
+            self.keys.create_in(None, new)
+            recordings = Application.save(self, *objs, **kwargs)
+            if shreds:
+                self._shredder(None, shreds)
+            return recordings
+
+
 def build(*, mode: Rollout | None = None, policy: ContentPolicy | None = None, max_text_bytes: int = 8192,
           candidate_ttl: timedelta = timedelta(days=30), at: datetime = START) -> World:
     """Composed like `api/bootstrap.py`'s `Engram.open`, with fakes for every port and no database."""
@@ -245,11 +282,12 @@ def build(*, mode: Rollout | None = None, policy: ContentPolicy | None = None, m
     standings, purge, queries = FakeStandings(), FakePurge(), FakeQueries()
     settler = FakeSettler(standings, purge)
     clock = FixedClock(at)
-    store = EventStore(dict(IN_MEMORY), MasterKeys(MasterKey(os.urandom(32))), keys=lambda _factory: keys,  # type: ignore[arg-type,return-value]
-                       shredder=tombstones.write)
+    store = InMemoryEventStore(keys, tombstones.write)
     ledger = Ledger(store, settler, standings, modes=mode or Rollout(), clock=clock, tombstones=tombstones)
-    memories = MemoryService(ledger, queries, BlindIndex(DerivationRoot.new()), purge,  # type: ignore[arg-type]
-                             policy=policy or ContentRules(), max_text_bytes=max_text_bytes,
+    root = DerivationRoot.new()
+    memories = MemoryService(ledger, queries, BlindIndex(root), purge,  # type: ignore[arg-type]
+                             policy=policy or ContentRules(), remember_key=root.remember_key,
+                             max_text_bytes=max_text_bytes,
                              candidate_ttl=candidate_ttl)
     return World(clock, keys, tombstones, standings, purge, settler, queries, store, ledger, memories,
                  GovernanceService(ledger), log)

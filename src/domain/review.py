@@ -26,16 +26,6 @@ class ContentPolicy(Protocol):
         ...
 
 
-class AcceptEverything:
-    """For tests of other rules; production uses adapters.content_rules.ContentRules."""
-
-    def classify(self, text: str) -> str:
-        return NORMAL_CONTENT
-
-    def is_secret(self, text: str) -> bool:
-        return False
-
-
 def refuse_secrets(policy: ContentPolicy, *texts: str | None) -> str:
     """Raise for any secret; otherwise the strictest class among the texts."""
     verdict = NORMAL_CONTENT

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -32,23 +32,22 @@ class EventStore(Application):
 
     name = "engram"  # the application name every tracking row refers to
 
-    def __init__(self, env: dict[str, str], masters: MasterKeys, fence: Any = frozenset(),
-                 keys: Callable[[Any], KeyStore] | None = None,
-                 shredder: Callable[[Any, Sequence[Shred]], None] | None = None) -> None:
-        """`keys` makes the key store from the infrastructure factory: by default PostgreSQL's, beside
-        the events; the fast tests pass an in-memory one with eventsourcing's in-memory store, and a
-        `shredder` that records destructions where they can see them."""
+    def __init__(self, env: dict[str, str], masters: MasterKeys, fence: Any = frozenset()) -> None:
         self._masters = masters
         self._fence = fence
-        self._make_keys = keys
         super().__init__(env)
-        self.outbox: TombstoneOutbox | None = None
-        if isinstance(self.recorder, EventRecorder):
-            self.outbox = TombstoneOutbox(self.datastore, self.keys)
-            self.recorder.shredder = self.outbox.write
-            self._shredder = None
-        else:
-            self._shredder = shredder
+        self.outbox = self.construct_outbox()
+
+    def construct_outbox(self) -> TombstoneOutbox | None:
+        """The shreds' outbox, which the event recorder writes in the events' transaction."""
+        assert isinstance(self.recorder, EventRecorder)  # PostgreSQL's
+        outbox = TombstoneOutbox(self.datastore, self.keys)
+        self.recorder.shredder = outbox.write
+        return outbox
+
+    def construct_keys(self, factory: InfrastructureFactory) -> KeyStore:
+        """The data keys, in PostgreSQL beside the events."""
+        return KeyStore(factory.datastore, self._masters, self._fence)  # type: ignore[attr-defined]
 
     def save(self, *objs: Any, shreds: Sequence[Shred] = (), keys: Sequence[NewKey | None] = (),
              **kwargs: Any) -> Any:
@@ -57,23 +56,12 @@ class EventStore(Application):
         the other aggregates' keys fetched in one query when there are several."""
         new = [k for k in keys if k is not None]  # None: a tombstoned id, which the mapper refuses to seal
         with self.keys.sealing(new, [getattr(o, "id", None) or o.originator_id for o in objs if o is not None]):
-            if self.outbox is not None:  # PostgreSQL: the event recorder writes both in its transaction
-                return super().save(*objs, **({"shreds": shreds} if shreds else {}), **({"keys": new} if new else {}),
-                                    **kwargs)
-            self.keys.create_in(None, new)  # a store without transactions: before, as the insert would
-            if self._shredder is None:
-                return super().save(*objs, **({"shreds": shreds} if shreds else {}), **kwargs)
-            recordings = super().save(*objs, **kwargs)
-            if shreds:
-                self._shredder(None, shreds)  # and after, like a commit
-            return recordings
+            return super().save(*objs, **({"shreds": shreds} if shreds else {}), **({"keys": new} if new else {}),
+                                **kwargs)
 
     def construct_factory(self, env: Any) -> InfrastructureFactory:
         factory = super().construct_factory(env)
-        if self._make_keys is not None:
-            self.keys: KeyStore = self._make_keys(factory)
-        else:
-            self.keys = KeyStore(factory.datastore, self._masters, self._fence)  # type: ignore[attr-defined]
+        self.keys: KeyStore = self.construct_keys(factory)
         return factory
 
     def construct_mapper(self) -> SealingMapper:

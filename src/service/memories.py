@@ -10,7 +10,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 from collections.abc import Callable
 from datetime import datetime, time, timedelta
 from typing import Any, cast
@@ -23,7 +22,7 @@ from engram.domain.evidence import Evidence, Source
 from engram.domain.memory import CONFIRMED, FORGOTTEN, NORMAL, PENDING, SENSITIVE, Memory, check_tags
 from engram.domain.receipt import Receipt
 from engram.domain.relation import DUPLICATE
-from engram.domain.review import SENSITIVE_CONTENT, AcceptEverything, ContentPolicy, refuse_secrets
+from engram.domain.review import SENSITIVE_CONTENT, ContentPolicy, refuse_secrets
 from engram.domain.scope import Caller, Scope
 from engram.domain.text import validate_text
 from engram.domain.when import change_day
@@ -54,21 +53,21 @@ def _parse_uuid(memory_id: str) -> UUID:
 
 class MemoryService:
     def __init__(self, ledger: Ledger, queries: MemoryQueries, index: BlindIndex, purge: PurgeReports, *,
-                 policy: ContentPolicy | None = None, max_text_bytes: int = 8192,
+                 policy: ContentPolicy, remember_key: Callable[[str], bytes], max_text_bytes: int = 8192,
                  candidate_ttl: timedelta = timedelta(days=30), links: MemoryLinks | None = None,
-                 remember_key: Callable[[str], bytes] | None = None, relations: Relations | None = None) -> None:
+                 relations: Relations | None = None) -> None:
+        """`policy` decides what is sensitive or secret; `remember_key(company)` keys the fingerprints
+        that recognise a repeated remember (the derivation root's)."""
         self.ledger = ledger
         self.keys = ledger.keys
         self.clock = ledger.clock
         self.queries = queries
         self.index = index
         self.purge = purge
-        self.policy: ContentPolicy = policy or AcceptEverything()
+        self.policy = policy
         self.max_text_bytes = max_text_bytes
         self.candidate_ttl = candidate_ttl
-        secret = os.urandom(32)  # without a master key (fast tests): repeats are recognised within this process
-        self.remember_key = remember_key or (
-            lambda company: hmac.new(secret, company.encode(), hashlib.sha256).digest())
+        self.remember_key = remember_key
         self.links = links
         self.relations = relations  # duplicates folded, updates offered (ADR 0041); None: every text is new
 

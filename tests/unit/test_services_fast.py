@@ -28,13 +28,13 @@ from engram.domain.errors import (
     SourceRevoked,
 )
 from engram.domain.memory import CONFIRMED, FORGOTTEN, PENDING, REJECTED, SENSITIVE, Memory
-from engram.domain.review import AcceptEverything, SecretRefused
+from engram.domain.review import SecretRefused
 from engram.domain.rollout import SHADOW, Rollout
 from engram.domain.scope import Caller
 from engram.domain.text import validate_text
 from engram.domain.visibility import BotNotRegistered
 from engram.service.pending_writes import collecting
-from fakes import START, World, build
+from fakes import START, AcceptEverything, World, build
 
 from helpers import examples
 
