@@ -7,10 +7,16 @@ HINDSIGHT := .venv-hindsight/bin/hindsight-api
 
 .PHONY: install hindsight browser bench-model serve lint typecheck test test-unit test-integration test-e2e bench clean
 
-$(BIN)/engram: pyproject.toml
+# A strict editable install: .venv sees src/ through a tree of links in build/ (no import hook, so mypy and
+# IDEs follow it). A file added to or removed from src/ needs the tree made again: build/src-files changes
+# only then, and the install depends on it.
+SRC_FILES := $(shell find src -type f -not -path '*/__pycache__/*' | LC_ALL=C sort)
+$(shell mkdir -p build && echo '$(SRC_FILES)' | cmp -s - build/src-files || echo '$(SRC_FILES)' > build/src-files)
+
+$(BIN)/engram: pyproject.toml setup.py build/src-files
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' --config-settings editable_mode=strict
 	touch $(BIN)/engram
 
 install: $(BIN)/engram
@@ -45,10 +51,7 @@ lint: install
 	$(BIN)/python scripts/import_cycles.py
 	$(MAKE) --no-print-directory typecheck
 
-# mypy reads src/ through a link named engram, as it cannot follow the editable install's import hook.
 typecheck: install
-	mkdir -p build/typecheck
-	ln -sfn ../../src build/typecheck/engram
 	$(BIN)/mypy -p engram
 
 # The whole suite tries every property test's example count in full (ENGRAM_TEST_THOROUGH=1); one tier on
