@@ -262,15 +262,13 @@ class InMemoryEventStore(EventStore):
     def construct_keys(self, factory: Any) -> Any:
         return self._fake_keys
 
-    def save(self, *objs: Any, shreds: Sequence[Shred] = (), keys: Sequence[NewKey | None] = (),
-             **kwargs: Any) -> Any:
-        new = [k for k in keys if k is not None]
-        with self.keys.sealing(new, [getattr(o, "id", None) or o.originator_id for o in objs if o is not None]):
-            self.keys.create_in(None, new)
-            recordings = Application.save(self, *objs, **kwargs)
-            if shreds:
-                self._shredder(None, shreds)
-            return recordings
+    def record(self, objs: Sequence[Any], shreds: Sequence[Shred], new: Sequence[NewKey],
+               kwargs: dict[str, Any]) -> Any:
+        self.keys.create_in(None, new)
+        recordings = Application.save(self, *objs, **kwargs)
+        if shreds:
+            self._shredder(None, shreds)
+        return recordings
 
 
 def build(*, mode: Rollout | None = None, policy: ContentPolicy | None = None, max_text_bytes: int = 8192,

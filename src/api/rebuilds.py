@@ -27,6 +27,7 @@ from typing import Protocol
 
 from engram.adapters import logs
 from engram.adapters.database import Database
+from engram.service.operations import FillsInProcesses
 from engram.service.settings import Settings
 
 from .lifecycle import end_with_the_main
@@ -58,8 +59,8 @@ class Opened(Protocol):
 Opens = Callable[..., Opened]  # `Engram.open`, passed in (and pickled by name) so this module need not import it
 
 
-def fill_in_processes(open_engram: Opens, settings: Settings, database: Database, fenced: bool) -> Callable[
-        [str, int, Callable[[int, int], None] | None, int], tuple[int, set[int]]]:
+def fill_in_processes(open_engram: Opens, settings: Settings, database: Database,
+                      fenced: bool) -> FillsInProcesses:
     """For `Operations.fill_in_processes`: `(name, workers, progress, head)` fills the new tables of a
     rebuild of `name` up to `head` in `workers` processes, each opening Engram on `database` as this
     process did (by `open_engram`); returns how many events they applied and which they set aside."""

@@ -56,8 +56,13 @@ class EventStore(Application):
         the other aggregates' keys fetched in one query when there are several."""
         new = [k for k in keys if k is not None]  # None: a tombstoned id, which the mapper refuses to seal
         with self.keys.sealing(new, [getattr(o, "id", None) or o.originator_id for o in objs if o is not None]):
-            return super().save(*objs, **({"shreds": shreds} if shreds else {}), **({"keys": new} if new else {}),
-                                **kwargs)
+            return self.record(objs, shreds, new, kwargs)
+
+    def record(self, objs: Sequence[Any], shreds: Sequence[Shred], new: Sequence[NewKey],
+               kwargs: dict[str, Any]) -> Any:
+        """Insert the events, the shreds and the new keys in one transaction (PostgreSQL's recorder)."""
+        return super().save(*objs, **({"shreds": shreds} if shreds else {}), **({"keys": new} if new else {}),
+                            **kwargs)
 
     def construct_factory(self, env: Any) -> InfrastructureFactory:
         factory = super().construct_factory(env)
