@@ -23,14 +23,14 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from engram.adapters.availability import UNAVAILABLE_ERRORS, DatabaseUnavailable
+from engram.contract.requests import CorrectIn, RecallIn, RememberIn
+from engram.contract.responses import CandidateOut, ForgetAccepted, ForgetStatus, History, MemoryList, MemoryOut, RecallOut
 from engram.domain.errors import DomainError
 from engram.domain.scope import Caller
 from engram.service.pending_writes import collecting
 
 from . import dependencies, problems
 from .mcp_tools import EngramMCP, Problem, build_server
-from .models import CandidateOut, ForgetAccepted, ForgetStatus, History, MemoryList, MemoryOut, RecallOut
-from .schemas import CorrectIn, RecallIn, RememberIn
 
 if TYPE_CHECKING:
     from engram.adapters.partition_settle import PartitionSettle

@@ -15,7 +15,8 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel
 
-from . import examples
+from engram.contract import examples
+
 from .problems import Problem, problem
 
 # The bearer scheme, as a dependency: it marks every operation that takes a token in /openapi.json.

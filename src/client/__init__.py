@@ -6,7 +6,7 @@
             print(item.text, item.evidence[0].quote)
 
 Methods take the request body's fields as keyword arguments and return the server's own response
-models (`engram.api.models`); a problem response raises `EngramError`. Importing it needs httpx and
+models (`engram.contract.responses`); a problem response raises `EngramError`. Importing it needs httpx and
 pydantic only, none of the server's modules.
 """
 

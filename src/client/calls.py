@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from engram.api.models import (
+from engram.contract.responses import (
     AdminStatus,
     CandidateList,
     CandidateOut,

@@ -17,7 +17,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 import httpx
 
-from engram.api.models import MemoryOut
+from engram.contract.responses import MemoryOut
 
 from . import calls
 from .calls import Call

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engram.contract.responses import DirectoryOut, PersonSettingsOut, Revocation
 from engram.domain.access import Access
 from engram.domain.directory import CompanyDirectory, Directory, directory_id
 from engram.domain.errors import NotFound
@@ -25,20 +26,20 @@ class GovernanceService:
     def _require_admin(self, caller: Caller) -> None:
         Access(caller).require_admin()
 
-    def get_directory(self, caller: Caller) -> dict[str, Any]:
+    def get_directory(self, caller: Caller) -> DirectoryOut:
         self._require_admin(caller)
-        return self._directory(caller.company).document
+        return DirectoryOut.model_validate(self._directory(caller.company).document)
 
-    def put_directory(self, caller: Caller, document: dict[str, Any]) -> dict[str, Any]:
+    def put_directory(self, caller: Caller, document: dict[str, Any]) -> DirectoryOut:
         self._require_admin(caller)
         directory = Directory.from_document(document)
         directory.validate()  # size and references are refused before anything is read or stored
         aggregate = self._directory(caller.company)
         aggregate.replace(directory, actor=caller.person, at=self.clock.now())
         self.ledger.save(aggregate)
-        return aggregate.document
+        return DirectoryOut.model_validate(aggregate.document)
 
-    def revoke_source(self, caller: Caller, source_id: str) -> dict[str, Any]:
+    def revoke_source(self, caller: Caller, source_id: str) -> Revocation:
         """An admin revokes for the whole company; a person (or their bot) for themself."""
         validate_id(source_id, "source id")
         everyone = caller.is_administrative
@@ -50,21 +51,21 @@ class GovernanceService:
         aggregate.revoke(source_id, person=None if everyone else caller.person,
                          actor=caller.bot or caller.person, at=self.clock.now())
         self.ledger.save(aggregate, shreds=[shred])
-        return {"source_id": source_id, "scope": "company" if everyone else "person", "status": "revoked"}
+        return Revocation(source_id=source_id, scope="company" if everyone else "person", status="revoked")
 
     def _settings(self, caller: Caller) -> PersonSettings:
         return self.ledger.get(settings_id(caller.company, caller.person), PersonSettings) or PersonSettings.open(
             caller.company, caller.person, self.clock.now())
 
-    def get_settings(self, caller: Caller) -> dict[str, bool]:
+    def get_settings(self, caller: Caller) -> PersonSettingsOut:
         if not self.ledger.access(caller).may_read:
             raise NotFound("no settings for this caller")
-        return self._settings(caller).document()
+        return PersonSettingsOut.model_validate(self._settings(caller).document())
 
-    def put_settings(self, caller: Caller, *, learning_paused: bool, use_paused: bool) -> dict[str, bool]:
+    def put_settings(self, caller: Caller, *, learning_paused: bool, use_paused: bool) -> PersonSettingsOut:
         self.ledger.access(caller).require_person("change the person's controls")
         settings = self._settings(caller)
         settings.change(learning_paused=learning_paused, use_paused=use_paused, actor=caller.person,
                         at=self.clock.now())
         self.ledger.save(settings)
-        return settings.document()
+        return PersonSettingsOut.model_validate(settings.document())

@@ -20,6 +20,7 @@ from uuid import UUID
 
 from engram.adapters.blind_index import BlindIndex
 from engram.adapters.view_cipher import unseal_from_view
+from engram.contract.responses import InsightList, InsightOut
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, NotFound
 from engram.domain.insight import (
@@ -41,7 +42,7 @@ from engram.domain.insight import (
 )
 from engram.domain.scope import Caller, Scope
 from engram.domain.text import validate_text
-from engram.projections.insights import InsightQueries
+from engram.projections.insight_queries import InsightQueries
 
 from .ledger import Ledger
 from .ports import InsightProposer
@@ -125,16 +126,16 @@ class InsightService:
 
     # -- reads ----------------------------------------------------------------
 
-    def list_insights(self, caller: Caller, *, status: str | None = None) -> dict[str, Any]:
+    def list_insights(self, caller: Caller, *, status: str | None = None) -> InsightList:
         access = self.ledger.access(caller)
         if not access.sees_memories:
-            return {"items": []}
+            return InsightList(items=[])
         stored = [PROPOSED, CONFIRMED, INVALIDATED] if status in (None, INVALIDATED) else [status]
         rows = self.queries.insights(company=caller.company, person=caller.person, statuses=stored)
         items = [self._document(r) for r in self._judged(access, rows)]
         if status is not None:
             items = [i for i in items if i["status"] == status]
-        return {"items": items}
+        return InsightList(items=[InsightOut.model_validate(i) for i in items])
 
     def _load(self, caller: Caller, insight_id_text: str) -> tuple[Access, Insight, dict[str, Any]]:
         Access(caller).require_reviewer()
@@ -155,7 +156,7 @@ class InsightService:
             return rows[0]
         raise NotFound("no such insight")
 
-    def confirm(self, caller: Caller, insight_id_text: str) -> dict[str, Any]:
+    def confirm(self, caller: Caller, insight_id_text: str) -> InsightOut:
         _access, insight, judged = self._load(caller, insight_id_text)
         if judged["status"] == INVALIDATED or judged["hidden"]:
             raise InsightInvalidated("a memory this insight rests on was forgotten, corrected or revoked")
@@ -163,7 +164,7 @@ class InsightService:
         self.ledger.save(insight)
         return self._reread(caller, insight)
 
-    def reject(self, caller: Caller, insight_id_text: str) -> dict[str, Any]:
+    def reject(self, caller: Caller, insight_id_text: str) -> InsightOut:
         _access, insight, _judged = self._load(caller, insight_id_text)
         insight.reject(actor=caller.bot or caller.person, at=self.ledger.clock.now())
         # like a rejected candidate: its text goes with its key, in the same transaction
@@ -171,12 +172,12 @@ class InsightService:
                                                             person=insight.person)])
         return self._reread(caller, insight)
 
-    def _reread(self, caller: Caller, insight: Insight) -> dict[str, Any]:
+    def _reread(self, caller: Caller, insight: Insight) -> InsightOut:
         access = self.ledger.access(caller)
         judged = self._judged(access, [self._row(insight)])
         if not judged:
             raise NotFound("no such insight")
-        return self._document(judged[0])
+        return InsightOut.model_validate(self._document(judged[0]))
 
     def recallable(self, access: Access, *, terms: list[int], as_of: datetime) -> list[dict[str, Any]]:
         """The caller's confirmed insights whose evidence holds now and answered at `as_of`, as recall

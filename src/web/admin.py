@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 
 from engram.api.dependencies import Governance, Operations
-from engram.api.schemas import DirectoryIn
+from engram.contract.requests import DirectoryIn
 from engram.domain.errors import DomainError
 
 from .charts import Bar, bar_chart
@@ -80,7 +80,7 @@ def _page(request: Request, who: Any, operations: Any, governance: Any, *, statu
     status = operations.admin_status(who)
     return render(request, "admin/index.html", status_code=status_code, in_language=ENGLISH,  # admins read English
                   status=status, chart=budget_chart(status),
-                  directory=directory if directory is not None else governance.get_directory(who),
+                  directory=directory if directory is not None else governance.get_directory(who).model_dump(),
                   message=message, saved="saved" in request.query_params, dependency_names=DEPENDENCY_NAMES)
 
 

@@ -17,8 +17,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from engram.api.dependencies import Forgetting, Governance, Insights, Memories
 from engram.api.exports import to_markdown
-from engram.api.models import ExportOut
-from engram.api.schemas import ConfirmIn, CorrectIn, PathId
+from engram.api.paths import PathId
+from engram.contract.requests import ConfirmIn, CorrectIn
+from engram.contract.responses import ExportOut
 
 from .language import N_
 from .pages import PageRoute, redirect, render, words
@@ -89,8 +90,8 @@ def memory_page(
     return render(
         request, "memory/index.html",
         candidates=memories.candidates(who)["items"],
-        proposed=insights.list_insights(who, status="proposed")["items"],
-        confirmed_insights=insights.list_insights(who, status="confirmed")["items"],
+        proposed=insights.list_insights(who, status="proposed").items,
+        confirmed_insights=insights.list_insights(who, status="confirmed").items,
         memories=listing["items"], next_cursor=listing["next_cursor"], q=q, tag=tag, cursor=cursor,
         settings=governance.get_settings(who),
         forgets=forgetting.list_forgets(who, limit=5, cursor=None)["items"],
@@ -217,7 +218,7 @@ def save_settings(request: Request, who: Admitted, governance: Governance,
 def export(who: Admitted, memories: Memories, insights: Insights,
            format: Literal["json", "markdown"] = "json") -> Response:
     """The same document as `GET /v1/export`, as a file to keep."""
-    data = {**memories.export(who), "insights": insights.list_insights(who)["items"]}
+    data = {**memories.export(who), "insights": insights.list_insights(who).model_dump(exclude_unset=True)["items"]}
     if format == "markdown":
         return PlainTextResponse(to_markdown(data), media_type="text/markdown; charset=utf-8",
                                  headers={"Content-Disposition": 'attachment; filename="engram-memories.md"',

@@ -18,8 +18,8 @@ import httpx
 import psutil
 import pytest
 
-from engram.api.models import CandidateOut, ExportOut, MemoryOut, ReceiptBatch
 from engram.client import AsyncClient, Client, EngramError
+from engram.contract.responses import CandidateOut, ExportOut, MemoryOut, ReceiptBatch
 
 from helpers import serving, token, wait_for
 

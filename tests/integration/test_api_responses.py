@@ -16,6 +16,7 @@ from typing import Any
 import fastapi.routing
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import BaseModel
 from pydantic_core import to_json
 
 from helpers import SECRET, auth, put_directory, remember_body
@@ -71,7 +72,8 @@ def _same(before: Any, after: Any, where: str = "") -> None:
 
 
 class Answers:
-    """Every answer written through a response model, beside the service's plain document."""
+    """Every answer written through a response model, beside the service's plain document (or, for a
+    service that returns a response model, the fields it set)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.written: list[tuple[bytes, bytes]] = []
@@ -81,7 +83,10 @@ class Answers:
             out = await serialize(**kwargs)
             if kwargs.get("field") is not None:
                 assert isinstance(out, bytes)  # FastAPI wrote the model's JSON itself
-                self.written.append((to_json(kwargs["response_content"]), out))
+                content = kwargs["response_content"]
+                if isinstance(content, BaseModel):  # a typed result: the keys the service set, as it set them
+                    content = content.model_dump(exclude_unset=True)
+                self.written.append((to_json(content), out))
             return out
 
         monkeypatch.setattr(fastapi.routing, "serialize_response", serialize_response)
@@ -97,8 +102,8 @@ class Answers:
 
         monkeypatch.setattr(memories, "answer", answer_other_status)
 
-        from engram.api.models import MemoryOut, RecallOut
         from engram.api.routes import recall
+        from engram.contract.responses import MemoryOut, RecallOut
 
         # recall and remember write their documents without the model (the hot paths): it must change nothing
         for module, model in ((recall, RecallOut), (memories, MemoryOut)):

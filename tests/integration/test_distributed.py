@@ -157,20 +157,20 @@ def test_insights_through_the_broker_stop_when_their_evidence_is_forgotten(syste
                                         team=None, valid_from=None, valid_to=None)["id"]
                for t in ("Risks come first in every report", "Remember: risks first, always")]
         assert system.insights.propose_due() == 1  # the workers had applied both memories
-        [insight] = system.insights.list_insights(ALICE, status="proposed")["items"]
-        system.insights.confirm(ALICE, insight["id"])
+        [insight] = system.insights.list_insights(ALICE, status="proposed").items
+        system.insights.confirm(ALICE, insight.id)
 
         def insight_items() -> list[dict]:
             return [i for i in system.recall.recall(ALICE, query="risks first", as_of=None, max_bytes=17500,
                                                     limit=5)["items"] if i["kind"] == "insight"]
 
-        assert [i["id"] for i in insight_items()] == [insight["id"]]
+        assert [i["id"] for i in insight_items()] == [insight.id]
         system.memories.forget(ALICE, ids[0])
         assert insight_items() == []
-        assert [(i["status"], i["text"]) for i in system.insights.list_insights(ALICE)["items"]] == [
+        assert [(i.status, i.text) for i in system.insights.list_insights(ALICE).items] == [
             ("invalidated", None)]
         assert system.insights.settle_invalidations() == 1
-        assert system.ledger.keys.get(insight["id"]) is None
+        assert system.ledger.keys.get(insight.id) is None
     finally:
         relay.stop()
         worker.stop()

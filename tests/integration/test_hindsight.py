@@ -595,8 +595,8 @@ def test_observations_are_proposed_only_when_every_source_is_a_current_memory_of
 
         # the insight service runs it beside the local proposer, one group at a time
         assert system.insights is not None and system.insights.propose_due() >= 2
-        proposed = system.insights.list_insights(ALICE, status="proposed")["items"]
-        assert {(i["text"], frozenset(i["evidence_memory_ids"])) for i in proposed if i["proposer"] == "hindsight"} \
+        proposed = system.insights.list_insights(ALICE, status="proposed").items
+        assert {(i.text, frozenset(i.evidence_memory_ids)) for i in proposed if i.proposer == "hindsight"} \
             == {("Puts risks first", frozenset((first, second))), ("Puts risks first", frozenset(restricted))}
         assert not [r for r in caplog.records if "risks" in r.getMessage().lower()]
     finally:

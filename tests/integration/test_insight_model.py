@@ -150,10 +150,10 @@ def test_the_insight_service_runs_the_model_beside_the_local_proposer(settings, 
         assert system.insights is not None
         n = system.insights.propose_due()
         assert n == 1, (llm.calls, system.insights.proposers)
-        [insight] = system.insights.list_insights(alice)["items"]
-        assert (insight["proposer"], insight["text"], sorted(insight["evidence_memory_ids"])) == (
+        [insight] = system.insights.list_insights(alice).items
+        assert (insight.proposer, insight.text, sorted(insight.evidence_memory_ids)) == (
             "model", "Puts risks first", sorted(ids[:2]))
-        assert {e["memory_id"] for e in insight["evidence"]} == set(ids[:2])
+        assert {e.memory_id for e in insight.evidence} == set(ids[:2])
         assert system.learning.budget.today("acme", datetime.now(UTC).date())["calls"] == 1
     finally:
         system.close()

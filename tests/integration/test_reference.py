@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from engram.api import examples, models, schemas
+from engram.contract import examples
+from engram.contract import requests as schemas
+from engram.contract import responses as models
 
 from helpers import auth, put_directory
 

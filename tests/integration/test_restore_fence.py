@@ -66,8 +66,8 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
                                 valid_from=None, valid_to=None)["id"]
             for t in ("Always take the coast path to the cove", "Please always take the coast path to the cove")]
     assert a.insights is not None and a.insights.propose_due() == 1
-    [insight] = a.insights.list_insights(ALICE)["items"]
-    a.insights.confirm(ALICE, insight["id"])
+    [insight] = a.insights.list_insights(ALICE).items
+    a.insights.confirm(ALICE, insight.id)
     assert a.embedding is not None and a.embedding.work() == 5  # every answering memory has its vector
     assert vectors_of(a, [gone["id"], learned["id"]]) == 2
 
@@ -104,9 +104,9 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
             got = b.memories.get(ALICE, memory_id)
             assert got["status"] == "forgotten" and got["text"] is None
             assert all(e["text"] is None for e in b.memories.history(ALICE, memory_id)["events"])
-        assert b.ledger.keys.get(insight["id"]) is None
-        [fenced] = b.insights.list_insights(ALICE)["items"]
-        assert (fenced["status"], fenced["text"]) == ("invalidated", None)
+        assert b.ledger.keys.get(insight.id) is None
+        [fenced] = b.insights.list_insights(ALICE).items
+        assert (fenced.status, fenced.text) == ("invalidated", None)
         for name in b.projections:
             b.operations.rebuild(name)
         assert vectors_of(b, [gone["id"], learned["id"]]) == 0  # the fence's forgets took them

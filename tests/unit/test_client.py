@@ -12,9 +12,9 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from engram.api.models import SourceOut
 from engram.client import AsyncClient, Client, RetryPolicy, calls
 from engram.client.retry import retry_after
+from engram.contract.responses import SourceOut
 
 SERVER_ONLY = ("fastapi", "starlette", "uvicorn", "eventsourcing", "psycopg", "engram.api.http", "engram.service",
                "engram.adapters", "engram.domain", "engram.projections")
@@ -25,7 +25,7 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
             "print(' '.join(sorted(m for m in sys.modules)))")
     loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                                 timeout=60).stdout.split())
-    assert {"httpx", "pydantic", "engram.client", "engram.api.models"} <= loaded
+    assert {"httpx", "pydantic", "engram.client", "engram.contract.responses"} <= loaded
     assert sorted(m for m in loaded if m.startswith(SERVER_ONLY)) == []
 
 

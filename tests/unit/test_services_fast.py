@@ -285,7 +285,7 @@ def test_a_source_revoked_for_the_company_refuses_remember_and_hides_its_memorie
 
 
 def test_a_person_who_revokes_a_source_revokes_it_for_themself_only(world: World) -> None:
-    assert world.governance.revoke_source(ALICE, "chat-42")["scope"] == "person"
+    assert world.governance.revoke_source(ALICE, "chat-42").scope == "person"
     assert world.tombstones.recorded[-1]["kind"] == "revoke"
     with pytest.raises(SourceRevoked):
         remember(world, ALICE)
@@ -359,7 +359,8 @@ def test_a_bot_sees_nothing_while_its_person_paused_use(world: World) -> None:
 def test_only_the_person_changes_their_pauses(world: World) -> None:
     with pytest.raises(Forbidden):
         world.governance.put_settings(HELPER, learning_paused=True, use_paused=True)
-    assert world.governance.get_settings(ALICE) == {"learning_paused": False, "use_paused": False}
+    assert world.governance.get_settings(ALICE).model_dump(exclude_unset=True) == {"learning_paused": False,
+                                                                                "use_paused": False}
 
 
 def test_in_shadow_mode_a_bot_may_remember_but_sees_nothing() -> None:
@@ -381,8 +382,8 @@ def test_only_an_administrative_token_replaces_the_directory(world: World) -> No
     fresh = build()  # an empty directory: no restricted scope is possible yet
     with pytest.raises(InvalidScope):
         remember(fresh, source=JIRA, visibility="restricted", team="t-risk")
-    assert fresh.governance.put_directory(ADMIN, DIRECTORY)["bots"] == {"b-helper": {"sources": ["s-jira"],
-                                                                                     "teams": ["t-risk"]}}
+    assert fresh.governance.put_directory(ADMIN, DIRECTORY).model_dump()["bots"] == {
+        "b-helper": {"sources": ["s-jira"], "teams": ["t-risk"]}}
     assert remember(fresh, source=JIRA, visibility="restricted", team="t-risk")["status"] == CONFIRMED
 
 

@@ -4,11 +4,13 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.contract.requests import ConfirmIn
+from engram.contract.responses import CandidateList, MemoryOut, Rejected
+
 from ..dependencies import Memories, Reviewer, Who
 from ..middleware import JsonRoute
-from ..models import CandidateList, MemoryOut, Rejected
+from ..paths import PathId
 from ..reference import STORED_NOT_VISIBLE, answers
-from ..schemas import ConfirmIn, PathId
 
 router = APIRouter(route_class=JsonRoute, tags=["review"])
 

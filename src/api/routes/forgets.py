@@ -4,11 +4,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from engram.contract.requests import ForgetManyIn
+from engram.contract.responses import ForgetAccepted, ForgetList, ForgetMany, ForgetStatus
+
 from ..dependencies import Forgetting, Memories, Who
 from ..middleware import JsonRoute
-from ..models import ForgetAccepted, ForgetList, ForgetMany, ForgetStatus
+from ..paths import PathId
 from ..reference import answers
-from ..schemas import ForgetManyIn, PathId
 
 router = APIRouter(route_class=JsonRoute, tags=["forgetting"])
 

@@ -4,11 +4,13 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.contract.requests import DirectoryIn, PersonSettingsIn
+from engram.contract.responses import DirectoryOut, ForgetAccepted, PersonSettingsOut, Revocation
+
 from ..dependencies import Admin, Forgetting, Governance, Who
 from ..middleware import JsonRoute
-from ..models import DirectoryOut, ForgetAccepted, PersonSettingsOut, Revocation
+from ..paths import PathId
 from ..reference import STORED_NOT_VISIBLE, answers
-from ..schemas import DirectoryIn, PathId, PersonSettingsIn
 
 router = APIRouter(route_class=JsonRoute, tags=["governance"])
 

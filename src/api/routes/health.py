@@ -6,10 +6,11 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
+from engram.contract.responses import Health
+
 from .. import problems
 from ..dependencies import DatabaseAvailability
 from ..middleware import JsonRoute
-from ..models import Health
 from ..reference import answers
 
 router = APIRouter(route_class=JsonRoute, tags=["health"])

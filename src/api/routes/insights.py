@@ -4,11 +4,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
+from engram.contract.responses import InsightList, InsightOut
+
 from ..dependencies import Insights, Reviewer, Who
 from ..middleware import JsonRoute
-from ..models import InsightList, InsightOut
+from ..paths import PathId
 from ..reference import STORED_NOT_VISIBLE, answers
-from ..schemas import PathId
 
 router = APIRouter(route_class=JsonRoute, tags=["insights"])
 

@@ -5,13 +5,15 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
+from engram.contract.examples import EXPORT
+from engram.contract.requests import CorrectIn, RememberIn
+from engram.contract.responses import CandidateOut, ExportOut, History, LinkList, MemoryList, MemoryOut
+
 from ..dependencies import Insights, Memories, Who
-from ..examples import EXPORT
 from ..exports import to_markdown
 from ..middleware import JsonRoute, answer, written
-from ..models import CandidateOut, ExportOut, History, LinkList, MemoryList, MemoryOut
+from ..paths import PathId
 from ..reference import STORED_NOT_VISIBLE, answers
-from ..schemas import CorrectIn, PathId, RememberIn
 
 router = APIRouter(route_class=JsonRoute, tags=["memories"])
 
@@ -103,7 +105,7 @@ def export(who: Who, memories: Memories, insights: Insights, format: Literal["js
     """Every memory with its full history, and every insight, as JSON or (with `format=markdown`) as a
     Markdown document for people.
     """
-    data = {**memories.export(who), "insights": insights.list_insights(who)["items"]}
+    data = {**memories.export(who), "insights": insights.list_insights(who).model_dump(exclude_unset=True)["items"]}
     if format == "markdown":
         return PlainTextResponse(to_markdown(data), media_type="text/markdown; charset=utf-8")
     return data

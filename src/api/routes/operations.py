@@ -5,11 +5,12 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 
+from engram.contract.examples import METRICS
+from engram.contract.responses import AdminStatus
+
 from ..dependencies import Anyone, AppMetrics, Operations
-from ..examples import METRICS
 from ..metrics import CONTENT_TYPE
 from ..middleware import JsonRoute
-from ..models import AdminStatus
 from ..reference import answers
 
 router = APIRouter(route_class=JsonRoute, tags=["operations"])

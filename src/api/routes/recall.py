@@ -4,10 +4,11 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.contract.requests import RecallIn
+from engram.contract.responses import RecallOut
+
 from ..dependencies import Anyone, Recall
 from ..middleware import JsonRoute, written
-from ..models import RecallOut
-from ..schemas import RecallIn
 
 router = APIRouter(route_class=JsonRoute, tags=["recall"])
 

@@ -4,11 +4,13 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.contract.requests import ReceiptBatchIn, ReceiptIn
+from engram.contract.responses import ReceiptBatch, ReceiptState
+
 from ..dependencies import Learning, Who
 from ..middleware import JsonRoute
-from ..models import ReceiptBatch, ReceiptState
+from ..paths import PathId
 from ..reference import answers
-from ..schemas import PathId, ReceiptBatchIn, ReceiptIn
 
 router = APIRouter(route_class=JsonRoute, tags=["capture"])
 

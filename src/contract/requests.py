@@ -1,11 +1,10 @@
-"""Request bodies and path parameters. Strict types: a number where text belongs is a 422, not a coercion."""
+"""Request bodies. Strict types: a number where text belongs is a 422, not a coercion."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import Path
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -56,7 +55,6 @@ def _printable(value: str) -> str:
 
 Id = Annotated[StrictStr, Field(min_length=1, max_length=200, json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f]+$"}),
                AfterValidator(_printable)]
-PathId = Annotated[str, Path(max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]  # an id in the path, same bounds
 
 # Personal text. The limit is in bytes of UTF-8 and configurable (ENGRAM_MAX_TEXT_BYTES), and going over
 # it is a 413 `text_too_large`, not a validation error: so maxLength is declared for the default limit
