@@ -10,6 +10,7 @@ from uuid import UUID
 
 from engram.adapters.budget import EXHAUSTED, PAUSED, TOO_LARGE, BudgetLedger, Limits, Refusal
 from engram.adapters.extractors import Extractor, ExtractorError
+from engram.contract.responses import ReceiptBatch, ReceiptState
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, Forbidden, MemoryForgotten, NotFound
 from engram.domain.evidence import Source
@@ -79,13 +80,13 @@ class LearningService:
 
     def receive(self, caller: Caller, *, receipt_id: str, author: str, kind: str, text: str,
                 occurred_at: datetime | None, source: dict[str, Any], visibility: str,
-                team: str | None) -> dict[str, Any]:
+                team: str | None) -> ReceiptState:
         """Store a durable receipt (idempotent by receipt_id) and say whether it will be mined."""
         return self.receive_many(caller, [{
             "receipt_id": receipt_id, "author": author, "kind": kind, "text": text, "occurred_at": occurred_at,
-            "source": source, "visibility": visibility, "team": team}])["items"][0]
+            "source": source, "visibility": visibility, "team": team}]).items[0]
 
-    def receive_many(self, caller: Caller, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def receive_many(self, caller: Caller, messages: list[dict[str, Any]]) -> ReceiptBatch:
         """A whole conversation at once: every message is checked first (one refused, none is stored),
         then every new one is stored in one transaction; each stays idempotent by its receipt_id."""
         self.ledger.admit(caller)
@@ -119,7 +120,7 @@ class LearningService:
                         except Conflict:
                             stored = self._get(rid)
                     known[rid] = stored or known[rid]  # the other request's
-        return {"items": [self.receipt_view(known[rid]) for rid in rids]}
+        return ReceiptBatch(items=[ReceiptState.model_validate(self.receipt_view(known[rid])) for rid in rids])
 
     def _receipt(self, caller: Caller, access: Access, m: dict[str, Any]) -> Receipt:
         """A new receipt, its text kept only when it will be mined (else the reason it is ignored)."""
@@ -165,7 +166,7 @@ class LearningService:
             view["candidate_ids"] = r.candidate_ids
         return view
 
-    def status(self, caller: Caller, receipt_id: str) -> dict[str, Any]:
+    def status(self, caller: Caller, receipt_id: str) -> ReceiptState:
         """Its state, the tries so far (0 before the first) and the last one's error as a code (never text)."""
         r = self._get(receipt_uuid(caller.company, caller.person, receipt_id))
         if r is None or caller.is_administrative or not self.ledger.access(caller).may_read:
@@ -176,7 +177,7 @@ class LearningService:
                 "candidate_ids": list(r.candidate_ids or [])}
         if r.state == QUEUED and waiting_for in (EXHAUSTED, PAUSED):  # waits for the model budget, said so
             view.update(state=DEFERRED, reason="budget")
-        return view
+        return ReceiptState.model_validate(view)
 
     # -- the worker ------------------------------------------------------------
 

@@ -451,5 +451,5 @@ def test_a_batch_that_loses_a_race_for_one_receipt_still_stores_every_other(engr
         answer = learning.receive_many(who, [message(r) for r in ("r-1", "r-2", "r-3")])
     finally:
         engram.ledger.get_many = looked_up
-    assert [i["receipt_id"] for i in answer["items"]] == ["r-1", "r-2", "r-3"]
-    assert [learning.status(who, r)["state"] for r in ("r-1", "r-2", "r-3")] == ["queued"] * 3
+    assert [i.receipt_id for i in answer.items] == ["r-1", "r-2", "r-3"]
+    assert [learning.status(who, r).state for r in ("r-1", "r-2", "r-3")] == ["queued"] * 3
