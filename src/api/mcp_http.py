@@ -58,16 +58,20 @@ class ServiceBackend:
     def __init__(self, request: Request, caller: Caller) -> None:
         self.request, self.caller = request, caller
 
-    async def _run(self, work: Callable[[], dict[str, Any]], *, admit: bool = True) -> dict[str, Any]:
+    async def _run(self, work: Callable[[], dict[str, Any] | BaseModel], *, admit: bool = True) -> dict[str, Any]:
         """One service call in a worker thread; a write answers once visible (API.md "Consistency"),
-        or after the timeout with `visible: false`, as the HTTP API's writes do."""
+        or after the timeout with `visible: false`, as the HTTP API's writes do. A typed answer becomes
+        the fields it set."""
         ledger = await dependencies.ledger(self.request)
 
         def call() -> tuple[dict[str, Any], list[Any]]:
             with collecting() as pending:
                 if admit:
                     dependencies.require_admitted(self.caller, ledger)
-                return work(), pending.recordings
+                answer = work()
+                if isinstance(answer, BaseModel):
+                    answer = answer.model_dump(by_alias=True, exclude_unset=True)
+                return answer, pending.recordings
 
         try:
             document, recordings = await to_thread.run_sync(call)

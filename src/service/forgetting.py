@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID, uuid4
 
+from engram.contract.responses import ForgetAccepted, ForgetList, ForgetStatus
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, NotFound
 from engram.domain.memory import Memory
@@ -159,24 +160,24 @@ class ForgettingService:
 
     # -- whole accounts -----------------------------------------------------------------------------------
 
-    def forget_me(self, caller: Caller) -> dict[str, Any]:
+    def forget_me(self, caller: Caller) -> ForgetAccepted:
         """Everything the caller's person holds in this company. The person's own control: a bot is refused."""
         Access(caller).require_holder()
         self.ledger.access(caller).require_person("forget the person's whole account")
         return self._account(caller.company, caller.person, requested_by=caller.person, by_admin=False)
 
-    def forget_person(self, caller: Caller, person: str) -> dict[str, Any]:
+    def forget_person(self, caller: Caller, person: str) -> ForgetAccepted:
         """An admin (or operator) forgets everything a person holds in the admin's company."""
         Access(caller).require_admin("forget a person's account")
         validate_id(person, "person")
         return self._account(caller.company, person, requested_by=caller.person, by_admin=True)
 
-    def _account(self, company: str, person: str, *, requested_by: str, by_admin: bool) -> dict[str, Any]:
+    def _account(self, company: str, person: str, *, requested_by: str, by_admin: bool) -> ForgetAccepted:
         head = self.accounts.open("fa-" + uuid4().hex, company, person, requested_by, by_admin, self.clock.now())
         self._advance(head["forget_id"], self.request_pace)
         # the answer API.md gives: use stopped now. Even when this request's own pass finished the purge,
         # `GET /v1/forgets/{id}` is where a purge is reported complete, with each copy's evidence
-        return {"forget_id": head["forget_id"], "status": "stopped_using"}
+        return ForgetAccepted(forget_id=head["forget_id"], status="stopped_using")
 
     def continue_account_forgets(self, limit: int = 10) -> int:
         """The sweeper's task: advance unfinished account forgets no one else is advancing."""
@@ -263,24 +264,24 @@ class ForgettingService:
 
     # -- status ----------------------------------------------------------------------------------------
 
-    def status(self, caller: Caller, forget_id: str) -> dict[str, Any]:
+    def status(self, caller: Caller, forget_id: str) -> ForgetStatus:
         """A memory forget or an account forget. The person (or their registered bot) reads their own;
         an admin or operator reads any forget of their company: ids, states and evidence, never text."""
         if not caller.is_administrative:
             head, total, copies = self.accounts.report(forget_id)
             if head is None:
-                return {**self.memories.forget_status(caller, forget_id), "kind": "memory"}
+                return ForgetStatus.model_validate({**self.memories.forget_status(caller, forget_id), "kind": "memory"})
             if head["company"] != caller.company or head["person"] != caller.person \
                     or not self.ledger.access(caller).may_read:
                 raise NotFound("no such forget request")
-            return self._account_status(head, total, copies)
+            return ForgetStatus.model_validate(self._account_status(head, total, copies))
         memory_head, memory_copies = self.purge.report(forget_id)
         if memory_head is not None and memory_head["company"] == caller.company:
-            return self._memory_status(memory_head, memory_copies)
+            return ForgetStatus.model_validate(self._memory_status(memory_head, memory_copies))
         head, total, copies = self.accounts.report(forget_id)
         if head is None or head["company"] != caller.company:
             raise NotFound("no such forget request")
-        return self._account_status(head, total, copies)
+        return ForgetStatus.model_validate(self._account_status(head, total, copies))
 
     def _memory_status(self, head: dict[str, Any], copies: list[dict[str, Any]]) -> dict[str, Any]:
         return {"forget_id": head["forget_id"], "memory_id": str(head["memory_id"]),
@@ -292,7 +293,7 @@ class ForgettingService:
                 "receipts_cleared": head["receipts_cleared"], "requested_at": head["requested_at"],
                 "finished_at": head["finished_at"]}
 
-    def list_forgets(self, caller: Caller, *, limit: int, cursor: str | None) -> dict[str, Any]:
+    def list_forgets(self, caller: Caller, *, limit: int, cursor: str | None) -> ForgetList:
         """The caller's forgets, newest first: a person's memory forgets (those an account forget made
         are summarised by it) and account forgets of them; an admin's, the account forgets they asked for."""
         after = _decode_cursor(cursor) if cursor else None
@@ -301,7 +302,7 @@ class ForgettingService:
         elif self.ledger.access(caller).may_read:
             rows = self.accounts.listing(caller.company, caller.person, None, after, limit + 1)
         else:
-            return {"items": [], "next_cursor": None}
+            return ForgetList(items=[], next_cursor=None)
         page = rows[:limit]
         memory_reports = self.purge.reports([r["forget_id"] for r in page if r["kind"] == "memory"])
         items = []
@@ -317,7 +318,7 @@ class ForgettingService:
         if len(rows) > limit:
             last = page[-1]
             next_cursor = _encode_cursor(last["requested_at"], last["forget_id"])
-        return {"items": items, "next_cursor": next_cursor}
+        return ForgetList(items=[ForgetStatus.model_validate(i) for i in items], next_cursor=next_cursor)
 
 
 def _encode_cursor(at: datetime, forget_id: str) -> str:

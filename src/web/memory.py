@@ -94,7 +94,7 @@ def memory_page(
         confirmed_insights=insights.list_insights(who, status="confirmed").items,
         memories=listing["items"], next_cursor=listing["next_cursor"], q=q, tag=tag, cursor=cursor,
         settings=governance.get_settings(who),
-        forgets=forgetting.list_forgets(who, limit=5, cursor=None)["items"],
+        forgets=forgetting.list_forgets(who, limit=5, cursor=None).items,
         done=_done(request, done),
     )
 
@@ -186,7 +186,8 @@ def forget_memory(request: Request, memory_id: PathId, who: Admitted, memories: 
 
 @router.get("/memory/forgets/{forget_id}")
 def forget_status(request: Request, forget_id: PathId, who: Admitted, forgetting: Forgetting) -> Response:
-    return render(request, "memory/forget_status.html", forget=forgetting.status(who, forget_id))
+    forget = forgetting.status(who, forget_id).model_dump(by_alias=True, exclude_unset=True)  # copies by "copy"
+    return render(request, "memory/forget_status.html", forget=forget)
 
 
 @router.get("/memory/forget-everything")
@@ -200,7 +201,7 @@ def forget_everything(request: Request, who: Admitted, forgetting: Forgetting,
     if not confirm:  # the confirmation step: nothing happens without the tick
         return render(request, "memory/forget_everything.html", status_code=422, missing_confirmation=True)
     forget = forgetting.forget_me(who)
-    return redirect(request, f"/memory/forgets/{forget['forget_id']}")
+    return redirect(request, f"/memory/forgets/{forget.forget_id}")
 
 
 # -- controls and export ---------------------------------------------------------------------------

@@ -85,7 +85,7 @@ class Answers:
                 assert isinstance(out, bytes)  # FastAPI wrote the model's JSON itself
                 content = kwargs["response_content"]
                 if isinstance(content, BaseModel):  # a typed result: the keys the service set, as it set them
-                    content = content.model_dump(exclude_unset=True)
+                    content = content.model_dump(by_alias=True, exclude_unset=True)
                 self.written.append((to_json(content), out))
             return out
 
