@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from harness import save_in_batches  # noqa: E402
 
 from engram.adapters.database import EmbeddedPostgres  # noqa: E402
-from engram.adapters.kafka import ProjectorWorker, Relay  # noqa: E402
+from engram.adapters.kafka_relay import Relay  # noqa: E402
+from engram.adapters.kafka_worker import ProjectorWorker  # noqa: E402
 from engram.api.bootstrap import Engram  # noqa: E402
 from engram.domain.memory import Memory  # noqa: E402
 from engram.domain.scope import Caller, Scope  # noqa: E402

@@ -30,11 +30,13 @@ from engram.adapters.vector_index import Meaning, VectorIndex
 from engram.adapters.vectors import VectorStore
 from engram.domain.clock import Clock
 from engram.domain.rollout import Rollout
-from engram.projections.base import ViewProjection, safe_decoder
+from engram.projections.base import ViewProjection
+from engram.projections.failures import safe_decoder
 from engram.projections.governance import GovernanceProjection, GovernanceQueries, GovernanceView
 from engram.projections.hindsight_sync import HindsightSyncProjection, HindsightSyncView
 from engram.projections.inbox import InboxProjection, InboxQueries, InboxView
-from engram.projections.insights import InsightProjection, InsightQueries, InsightView
+from engram.projections.insight_queries import InsightQueries
+from engram.projections.insights import InsightProjection, InsightView
 from engram.projections.links import LinkQueries, LinksProjection, LinksView
 from engram.projections.purge import ALWAYS, BACKUPS, HINDSIGHT, KAFKA, AccountForgets, PurgeTracker
 from engram.projections.recall import RecallProjection, RecallView

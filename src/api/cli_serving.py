@@ -94,7 +94,7 @@ def _alive_file(path: str | None):
 
 
 def cmd_relay(args: argparse.Namespace) -> int:
-    from engram.adapters.kafka import Relay
+    from engram.adapters.kafka_relay import Relay
 
     _quiet_kafka_client()
     engram = _distributed_engram()
@@ -110,7 +110,7 @@ def cmd_relay(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from engram.adapters.kafka import ProjectorWorker
+    from engram.adapters.kafka_worker import ProjectorWorker
 
     _quiet_kafka_client()
     engram = _distributed_engram()

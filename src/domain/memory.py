@@ -14,56 +14,21 @@ from uuid import UUID, uuid4
 
 from eventsourcing.domain import Aggregate
 
-from .errors import (
-    InvalidTags,
-    InvalidValidTime,
-    MemoryForgotten,
-    NotACandidate,
-    NotAConfirmedMemory,
-    SensitiveAckRequired,
+from .errors import MemoryForgotten, NotACandidate, NotAConfirmedMemory, SensitiveAckRequired
+from .memory_rules import (
+    CONFIRMED,
+    EXPIRED,
+    FORGOTTEN,
+    NORMAL,
+    PENDING,
+    REJECTED,
+    SENSITIVE,
+    check_tags,
+    check_valid_time,
+    tags_of,
 )
-from .instant import check_instant
+from .revisions import answer_at, correction_mode, revision_record
 from .scope import Scope
-
-PENDING = "pending_review"
-CONFIRMED = "confirmed"
-REJECTED = "rejected"
-EXPIRED = "expired"
-FORGOTTEN = "forgotten"
-
-NORMAL = "normal"
-SENSITIVE = "sensitive"
-
-SUPERSEDE = "supersede"
-REPLACE = "replace"
-
-
-def tags_of(event: object) -> list[str]:
-    """A creation event's tags: [] for events stored before tags existed, and once forgotten."""
-    return list(getattr(event, "tags", None) or [])
-
-
-MAX_TAGS = 16
-MAX_TAG_LENGTH = 64
-
-
-def check_tags(tags: list[str] | None) -> list[str]:
-    """At most 16 distinct tags of 1 to 64 printable characters, in the order given."""
-    found = list(dict.fromkeys(tags or []))
-    if len(found) > MAX_TAGS:
-        raise InvalidTags(f"at most {MAX_TAGS} tags")
-    for tag in found:
-        if not isinstance(tag, str) or not 1 <= len(tag) <= MAX_TAG_LENGTH or any(
-                ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in tag):
-            raise InvalidTags(f"a tag is 1 to {MAX_TAG_LENGTH} printable characters")
-    return found
-
-
-def check_valid_time(valid_from: datetime | None, valid_to: datetime | None) -> None:
-    check_instant(valid_from, "valid_from")
-    check_instant(valid_to, "valid_to")
-    if valid_from is not None and valid_to is not None and valid_to <= valid_from:
-        raise InvalidValidTime("valid_to must be later than valid_from")
 
 
 class Memory(Aggregate):
@@ -122,18 +87,9 @@ class Memory(Aggregate):
             memory.relation = None
             memory.context = None
             memory.merged_into = None
-            memory.revisions = [
-                {
-                    "revision": 1,
-                    "text": self.text,
-                    "valid_from": self.valid_from,
-                    "valid_to": self.valid_to,
-                    "time_uncertain": self.valid_from is None,
-                    "at": self.timestamp,
-                    "actor": self.actor,
-                    "mode": None,
-                }
-            ]
+            memory.revisions = [revision_record(
+                revision=1, text=self.text, valid_from=self.valid_from, valid_to=self.valid_to,
+                time_uncertain=self.valid_from is None, at=self.timestamp, actor=self.actor, mode=None)]
 
     class Remembered(Created):
         """An explicit request to remember: confirmed as stated."""
@@ -217,19 +173,10 @@ class Memory(Aggregate):
         def apply(self, memory: Memory) -> None:
             if self.evidence is not None:  # the current answer's evidence; older quotes stay in history
                 memory.evidence = self.evidence
-            memory.revisions.append(
-                {
-                    "revision": self.revision,
-                    "text": self.text,
-                    "valid_from": self.valid_from,
-                    "valid_to": self.valid_to,
-                    "time_uncertain": self.valid_from is None
-                    and memory.revisions[-1]["time_uncertain"],
-                    "at": self.timestamp,
-                    "actor": self.actor,
-                    "mode": self.mode,
-                }
-            )
+            memory.revisions.append(revision_record(
+                revision=self.revision, text=self.text, valid_from=self.valid_from, valid_to=self.valid_to,
+                time_uncertain=self.valid_from is None and memory.revisions[-1]["time_uncertain"],
+                at=self.timestamp, actor=self.actor, mode=self.mode))
 
     class Forgotten(Event):
         """Terminal. Carries no content; the data key is destroyed with it, in its transaction."""
@@ -243,13 +190,7 @@ class Memory(Aggregate):
 
     def answer_at(self, at: datetime) -> dict[str, Any] | None:
         """The revision that answers for valid time `at` (its text and answer period), if any does."""
-        for period in answer_periods(self.revisions):
-            if (period["valid_from"] is None or period["valid_from"] <= at) and \
-                    (period["valid_to"] is None or period["valid_to"] > at):
-                revision = next(r for r in self.revisions if r["revision"] == period["revision"])
-                return {"revision": revision["revision"], "text": revision["text"],
-                        "valid_from": period["valid_from"], "valid_to": period["valid_to"]}
-        return None
+        return answer_at(self.revisions, at)
 
     @property
     def purge_id(self) -> str | None:
@@ -414,8 +355,6 @@ class Memory(Aggregate):
         if self.status != CONFIRMED:
             raise NotAConfirmedMemory("only a confirmed memory can be corrected")
         check_valid_time(valid_from, valid_to)
-        current_from = self.current["valid_from"]
-        supersedes = valid_from is not None and (current_from is None or valid_from > current_from)
         self.trigger_event(
             self.Corrected,
             timestamp=at,
@@ -425,7 +364,7 @@ class Memory(Aggregate):
             valid_from=valid_from,
             valid_to=valid_to,
             reason=reason,
-            mode=SUPERSEDE if supersedes else REPLACE,
+            mode=correction_mode(valid_from, self.current["valid_from"]),
             evidence=evidence,
         )
 
@@ -438,29 +377,6 @@ class Memory(Aggregate):
             forget_id=forget_id,
             key_destroyed_at=key_destroyed_at,
         )
-
-
-def answer_periods(revisions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Which revision is the answer for which stretch of valid time.
-
-    A superseding correction ends the earlier answers at its valid_from; a replacing
-    one removes them for every time. Periods never overlap.
-    """
-    periods: list[dict[str, Any]] = []
-    for rev in revisions:
-        start, end = rev["valid_from"], rev["valid_to"]
-        if rev["mode"] == SUPERSEDE:
-            kept = []
-            for p in periods:
-                if p["valid_from"] is not None and p["valid_from"] >= start:
-                    continue
-                p_end = p["valid_to"]
-                kept.append({**p, "valid_to": start if p_end is None or p_end > start else p_end})
-            periods = kept
-        elif rev["mode"] == REPLACE:
-            periods = []
-        periods.append({"revision": rev["revision"], "valid_from": start, "valid_to": end})
-    return periods
 
 
 def closing_purge_id(status: str, memory_id: object) -> str:

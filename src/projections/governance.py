@@ -14,7 +14,8 @@ from psycopg.types.json import Jsonb
 from engram.domain.directory import CompanyDirectory, Directory
 from engram.domain.settings import PersonSettings
 
-from .base import View, ViewProjection
+from .base import ViewProjection
+from .view import View
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_directories (

@@ -21,7 +21,8 @@ from engram.domain.memory import Memory, purge_id_of
 from engram.domain.scope import GENERAL, Caller, Scope
 from engram.domain.visibility import may_use
 
-from .base import View, ViewProjection
+from .base import ViewProjection
+from .view import View
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_hindsight_sync (

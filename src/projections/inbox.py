@@ -14,8 +14,9 @@ from engram.adapters.blind_index import BlindIndex
 from engram.domain.memory import Memory, purge_id_of
 from engram.domain.receipt import IGNORED, QUEUED, Receipt, answered_state
 
-from .base import View, ViewProjection
+from .base import ViewProjection
 from .purge import INBOX, PurgeTracker
+from .view import View
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_inbox (

@@ -23,8 +23,9 @@ from engram.adapters.blind_index import BlindIndex
 from engram.domain.links import CORRECTED, EXPIRED, FORGOTTEN, REJECTED, Citation, Link, co_mention
 from engram.domain.memory import Memory
 
-from .base import View, ViewProjection
+from .base import ViewProjection
 from .rows import difference, write_nested, write_rows
+from .view import View
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_link_memories (

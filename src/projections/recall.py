@@ -1,205 +1,36 @@
-"""The recall view: each memory's current state, the revisions that answer for some
-valid time, and a blind term index over them. No plaintext: text is sealed under the
-memory's key, terms are keyed hashes. Reports its purges to the purge tracker.
+"""The recall projection: applies Memory events to the recall view's rows (`recall_view`), a batch at a
+time (`recall_rows`), keeps which revisions answer and their blind terms, and reports its purges to the
+purge tracker. No plaintext: text is sealed under the memory's key, terms are keyed hashes.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 
 from engram.adapters.blind_index import BlindIndex
-from engram.adapters.kafka import EVENTS_TOPIC, consumed_at
+from engram.adapters.kafka import EVENTS_TOPIC
+from engram.adapters.kafka_worker import consumed_at
 from engram.adapters.keystore import KeyStore
 from engram.adapters.vectors import VectorStore
 from engram.adapters.view_cipher import seal_for_view, unseal_from_view
-from engram.domain.memory import (
-    CONFIRMED,
-    EXPIRED,
-    FORGOTTEN,
-    PENDING,
-    REJECTED,
-    Memory,
-    answer_periods,
-    purge_id_of,
-    tags_of,
-)
+from engram.domain.memory import Memory, purge_id_of
+from engram.domain.memory_rules import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, tags_of
+from engram.domain.revisions import answer_periods
 
-from .base import View, ViewProjection
+from .base import ViewProjection
 from .purge import EVENT_STORE, KAFKA, RECALL_VIEW, PurgeTracker
-from .rows import copy_in, difference, write_nested, write_rows
+from .recall_fields import Answer, asks, readable, said_at, session_zone
+from .recall_rows import BatchRows
+from .recall_view import TERM_COLUMNS, RecallView
+from .rows import copy_in
+from .view import View
 
-DDL = """
-CREATE TABLE IF NOT EXISTS engram_memories (
-    memory_id uuid PRIMARY KEY,
-    company text NOT NULL,
-    person text NOT NULL,
-    visibility text NOT NULL,
-    team text,
-    sealed_source bytea,             -- {kind, id, message_id} under the memory's key (ADR 0019)
-    source_blind text,               -- BlindIndex.source of its id: for revocation, restriction, forget by source
-    status text NOT NULL,
-    review text NOT NULL,
-    revision int NOT NULL,
-    sealed_text bytea,
-    sealed_evidence bytea,
-    valid_from timestamptz,
-    valid_to timestamptz,
-    time_uncertain boolean NOT NULL,
-    created_at timestamptz NOT NULL,
-    updated_at timestamptz NOT NULL,
-    forget_id text,
-    occurred_at timestamptz,         -- when it was said (its first evidence): its day is a term, its turn an order
-    asks boolean NOT NULL DEFAULT false,  -- its text is a question: the memory said next may answer it
-    sealed_tags bytea,               -- its tags, sealed under its key
-    tag_terms bigint[] NOT NULL DEFAULT '{}'  -- BlindIndex.tag of each: what `tags` filters match
-);
-CREATE INDEX IF NOT EXISTS engram_memories_tags ON engram_memories USING gin (tag_terms)
-    WHERE cardinality(tag_terms) > 0;
-CREATE INDEX IF NOT EXISTS engram_memories_conversation
-    ON engram_memories (company, person, source_blind, occurred_at) WHERE source_blind IS NOT NULL;
-CREATE INDEX IF NOT EXISTS engram_memories_owner
-    ON engram_memories (company, person, status, created_at DESC, memory_id DESC);
-CREATE INDEX IF NOT EXISTS engram_memories_source
-    ON engram_memories (company, person, source_blind) WHERE source_blind IS NOT NULL;
-CREATE TABLE IF NOT EXISTS engram_recall_revisions (
-    memory_id uuid NOT NULL,
-    revision int NOT NULL,
-    company text NOT NULL,
-    person text NOT NULL,
-    visibility text NOT NULL,
-    team text,
-    source_blind text,
-    valid_from timestamptz,
-    valid_to timestamptz,
-    mode text,
-    time_uncertain boolean NOT NULL,
-    at timestamptz NOT NULL,
-    is_answer boolean NOT NULL DEFAULT false,
-    answer_from timestamptz,
-    answer_to timestamptz,
-    sealed_text bytea,
-    sealed_evidence bytea,           -- this revision's own evidence (a correction's is the correction)
-    doc_len int NOT NULL DEFAULT 0,
-    PRIMARY KEY (memory_id, revision)
-);
-CREATE INDEX IF NOT EXISTS engram_recall_revisions_owner
-    ON engram_recall_revisions (company, person) WHERE is_answer;
-CREATE TABLE IF NOT EXISTS engram_recall_terms (
-    company text NOT NULL,
-    person text NOT NULL,
-    term bigint NOT NULL,
-    memory_id uuid NOT NULL,
-    revision int NOT NULL,
-    tf int NOT NULL,
-    -- copied from the revision so a search reads nothing but this index range
-    doc_len int NOT NULL,
-    visibility text NOT NULL,
-    team text,
-    source_blind text,
-    answer_from timestamptz,
-    answer_to timestamptz,
-    -- the rest of the row rides in the key's index: a search reads the index alone (an index-only scan)
-    PRIMARY KEY (company, person, term, memory_id, revision)
-        INCLUDE (tf, doc_len, visibility, team, source_blind, answer_from, answer_to)
-);
-CREATE TABLE IF NOT EXISTS engram_recall_stats (
-    company text NOT NULL,
-    person text NOT NULL,
-    answers int NOT NULL,
-    total_len bigint NOT NULL,
-    PRIMARY KEY (company, person)
-);
-CREATE INDEX IF NOT EXISTS engram_recall_terms_memory ON engram_recall_terms (memory_id);
-"""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """The stretch of valid time one revision answers for, and its length in terms."""
-
-    valid_from: datetime | None
-    valid_to: datetime | None
-    doc_len: int
-
-
-def readable(*times: datetime | None) -> None:
-    """Raise, as reading the rows back would, for a time PostgreSQL stores but Python cannot load (an event
-    from before the boundary refused such times): the event is then set aside, not left unreadable."""
-    for value in times:
-        if value is not None:
-            value.astimezone(UTC)
-
-
-def said_at(evidence: list[dict[str, Any]] | None) -> datetime | None:
-    """When the memory was said: its first evidence's time, if it has one."""
-    value = (evidence or [{}])[0].get("occurred_at")
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    return value if isinstance(value, datetime) else None
-
-
-def asks(text: str | None) -> bool:
-    """A question: the memory said after it in the same conversation may be its answer."""
-    return bool(text) and text.rstrip().endswith(("?", "？"))  # type: ignore[union-attr]
-
-
-class RecallView(View):
-    ddl = DDL
-    tables = (
-        "engram_recall_stats",
-        "engram_recall_terms",
-        "engram_recall_revisions",
-        "engram_memories",
-    )
-
-
-MEMORY_COLUMNS = ("memory_id", "company", "person", "visibility", "team", "sealed_source", "source_blind", "status",
-                  "review", "revision", "sealed_text", "sealed_evidence", "valid_from", "valid_to", "time_uncertain",
-                  "created_at", "updated_at", "forget_id", "occurred_at", "asks", "sealed_tags", "tag_terms")
-REVISION_COLUMNS = ("memory_id", "revision", "company", "person", "visibility", "team", "source_blind", "valid_from",
-                    "valid_to", "mode", "time_uncertain", "at", "is_answer", "answer_from", "answer_to", "sealed_text",
-                    "sealed_evidence", "doc_len")
-TERM_COLUMNS = ("company", "person", "term", "memory_id", "revision", "tf", "doc_len", "visibility", "team",
-                "source_blind", "answer_from", "answer_to")
-
-
-class _Rows:
-    """One batch's memories as the view holds them: read once, changed in Python event by event, then
-    written back as the difference (ADR 0034). Rows are replaced, never changed in place, so the rows
-    read stay as they were and what differs from them is what gets written."""
-
-    def __init__(self, memories: dict[Any, dict[str, Any]], revisions: dict[Any, dict[int, dict[str, Any]]],
-                 term_rows: dict[Any, int]) -> None:
-        self.memories = memories
-        self.revisions = revisions
-        self.read_memories = dict(memories)
-        self.read_revisions = {m: dict(revs) for m, revs in revisions.items()}
-        self.term_rows = term_rows  # term rows in the table, of the memories a batch closes
-        self.cleared: set[Any] = set()  # memories whose term rows in the table go
-        self.plain: dict[tuple[Any, int], tuple[bytes, str]] = {}  # texts in hand: (memory, revision) -> (sealed, text)
-
-    def revs(self, memory_id: Any) -> dict[int, dict[str, Any]]:
-        return self.revisions.setdefault(memory_id, {})
-
-    def write(self, curs: Cursor[Any]) -> None:
-        """What the batch changed: rows that went or changed deleted by key, then every new and changed
-        row in one COPY per table; the term rows of memories whose answers were recomputed deleted."""
-        if self.cleared:
-            curs.execute("DELETE FROM engram_recall_terms WHERE memory_id = ANY(%s)", (list(self.cleared),))
-        write_nested(curs, "engram_recall_revisions", REVISION_COLUMNS, self.revisions, self.read_revisions,
-                     (("memory_id", "uuid"), ("revision", "int")))
-        went, new = difference(self.memories, self.read_memories)
-        write_rows(curs, "engram_memories", MEMORY_COLUMNS, new, [(m,) for m in went], (("memory_id", "uuid"),))
+CLOSING = (Memory.Forgotten, Memory.Rejected, Memory.Expired)
 
 
 class RecallProjection(ViewProjection):
@@ -237,7 +68,7 @@ class RecallProjection(ViewProjection):
 
     # -- events, applied to the batch's rows ----------------------------------------------------------
 
-    def _created(self, curs: Cursor[Any], rows: _Rows, e: Memory.Created, status: str, review: str) -> None:
+    def _created(self, curs: Cursor[Any], rows: BatchRows, e: Memory.Created, status: str, review: str) -> None:
         key = self.keys.get(e.originator_id) if e.text is not None else None
         tags = tags_of(e)
         memory_id = e.originator_id
@@ -281,13 +112,13 @@ class RecallProjection(ViewProjection):
         if status == CONFIRMED:
             self._refresh(rows, memory_id, key)
 
-    def on_Remembered(self, curs: Cursor[Any], rows: _Rows, e: Memory.Remembered, t: Tracking) -> None:
+    def on_Remembered(self, curs: Cursor[Any], rows: BatchRows, e: Memory.Remembered, t: Tracking) -> None:
         self._created(curs, rows, e, CONFIRMED, "normal")
 
-    def on_Proposed(self, curs: Cursor[Any], rows: _Rows, e: Memory.Proposed, t: Tracking) -> None:
+    def on_Proposed(self, curs: Cursor[Any], rows: BatchRows, e: Memory.Proposed, t: Tracking) -> None:
         self._created(curs, rows, e, PENDING, e.review)
 
-    def on_Confirmed(self, curs: Cursor[Any], rows: _Rows, e: Memory.Confirmed, t: Tracking) -> None:
+    def on_Confirmed(self, curs: Cursor[Any], rows: BatchRows, e: Memory.Confirmed, t: Tracking) -> None:
         memory_id = e.originator_id
         key = self.keys.get(memory_id)
         memory = rows.memories.get(memory_id)
@@ -304,14 +135,14 @@ class RecallProjection(ViewProjection):
         rows.memories[memory_id] = {**memory, **changes}
         self._refresh(rows, memory_id, key)
 
-    def on_Rejected(self, curs: Cursor[Any], rows: _Rows, e: Memory.Rejected, t: Tracking) -> None:
+    def on_Rejected(self, curs: Cursor[Any], rows: BatchRows, e: Memory.Rejected, t: Tracking) -> None:
         """Rejected and expired candidates are purged like forgotten memories, with their own purge id."""
         self._purge(curs, rows, e, t, REJECTED, e.timestamp)
 
-    def on_Expired(self, curs: Cursor[Any], rows: _Rows, e: Memory.Expired, t: Tracking) -> None:
+    def on_Expired(self, curs: Cursor[Any], rows: BatchRows, e: Memory.Expired, t: Tracking) -> None:
         self._purge(curs, rows, e, t, EXPIRED, e.key_destroyed_at or e.timestamp)
 
-    def on_Corrected(self, curs: Cursor[Any], rows: _Rows, e: Memory.Corrected, t: Tracking) -> None:
+    def on_Corrected(self, curs: Cursor[Any], rows: BatchRows, e: Memory.Corrected, t: Tracking) -> None:
         memory_id = e.originator_id
         key = self.keys.get(memory_id) if e.text is not None else None
         memory = rows.memories.get(memory_id)
@@ -331,7 +162,7 @@ class RecallProjection(ViewProjection):
                 rows.plain[(memory_id, e.revision)] = (sealed, e.text)
         self._refresh(rows, memory_id, key)
 
-    def on_EvidenceAdded(self, curs: Cursor[Any], rows: _Rows, e: Memory.EvidenceAdded, t: Tracking) -> None:
+    def on_EvidenceAdded(self, curs: Cursor[Any], rows: BatchRows, e: Memory.EvidenceAdded, t: Tracking) -> None:
         """The same thing said again: the memory's evidence, and its current revision's, gain the quote."""
         memory_id = e.originator_id
         key = self.keys.get(memory_id) if e.evidence is not None else None
@@ -345,14 +176,14 @@ class RecallProjection(ViewProjection):
             latest = max(revs)
             revs[latest] = {**revs[latest], "sealed_evidence": sealed}
 
-    def on_Forgotten(self, curs: Cursor[Any], rows: _Rows, e: Memory.Forgotten, t: Tracking) -> None:
+    def on_Forgotten(self, curs: Cursor[Any], rows: BatchRows, e: Memory.Forgotten, t: Tracking) -> None:
         answering = [r for r in rows.revs(e.originator_id).values() if r["is_answer"]]
         if answering and e.originator_id in rows.memories:
             self._add_answers(answering[0]["company"], answering[0]["person"], -len(answering),
                               -sum(r["doc_len"] for r in answering))
         self._purge(curs, rows, e, t, FORGOTTEN, e.key_destroyed_at)
 
-    def _purge(self, curs: Cursor[Any], rows: _Rows, e: Any, t: Tracking, status: str, key_destroyed_at: Any) -> None:
+    def _purge(self, curs: Cursor[Any], rows: BatchRows, e: Any, t: Tracking, status: str, key_destroyed_at: Any) -> None:
         """The memory's rows lose their content; the purge request opens and this view, the event
         store (its key went with the event) and, applied from Kafka, the topic report."""
         memory_id = e.originator_id
@@ -403,7 +234,7 @@ class RecallProjection(ViewProjection):
         """A time as the view's rows give it back (in the session's time zone): its day is a term."""
         return value.astimezone(self._zone) if value is not None and self._zone is not None else value
 
-    def _insert_revision(self, rows: _Rows, memory_id: Any, revision: int, valid_from: Any, valid_to: Any,
+    def _insert_revision(self, rows: BatchRows, memory_id: Any, revision: int, valid_from: Any, valid_to: Any,
                          mode: str | None, uncertain: bool, at: Any, sealed_text: bytes | None,
                          sealed_evidence: bytes | None, answer: Answer | None = None) -> dict[str, Any] | None:
         """A revision, its owner and scope copied from the memory's row; none without that row, and
@@ -432,7 +263,7 @@ class RecallProjection(ViewProjection):
                 (r["company"], r["person"], term, r["memory_id"], r["revision"], tf, answer.doc_len, r["visibility"],
                  r["team"], r["source_blind"], answer.valid_from, answer.valid_to) for term, tf in counts.items())
 
-    def _delete_terms(self, rows: _Rows, memory_id: Any) -> int:
+    def _delete_terms(self, rows: BatchRows, memory_id: Any) -> int:
         """Remove a memory's terms, in the table or still held; how many there were."""
         held = len(self._terms().pop(memory_id, ()))
         if memory_id in rows.cleared:
@@ -474,7 +305,7 @@ class RecallProjection(ViewProjection):
         from its stored rows (what each event that changes them does)."""
         self._pending().append((memory_id, lambda _curs, rows, *_: self._refresh(rows, memory_id, key), None, None))
 
-    def _refresh(self, rows: _Rows, memory_id: Any, key: bytes | None) -> None:
+    def _refresh(self, rows: BatchRows, memory_id: Any, key: bytes | None) -> None:
         """Recompute which revisions answer for which valid time, and their terms. Texts sealed by this
         batch's events are taken as they came, not unsealed again."""
         memory = rows.memories.get(memory_id)
@@ -512,30 +343,11 @@ class RecallProjection(ViewProjection):
 
     # -- the batch: read, apply, write ----------------------------------------------------------------
 
-    def _read(self, curs: Cursor[Any], pending: list[tuple[Any, Any, Any, Any]]) -> _Rows:
+    def _read(self, curs: Cursor[Any], pending: list[tuple[Any, Any, Any, Any]]) -> BatchRows:
         ids = list(dict.fromkeys(memory_id for memory_id, *_ in pending))
         if self._zone is None:
-            curs.execute("SELECT current_setting('TimeZone') AS zone")
-            row = curs.fetchone()
-            self._zone = _zone(row["zone"] if row else "UTC")
-        memories: dict[Any, dict[str, Any]] = {}
-        revisions: dict[Any, dict[int, dict[str, Any]]] = {}
-        term_rows: dict[Any, int] = {}
-        if ids:
-            curs.execute(f"SELECT {', '.join(MEMORY_COLUMNS)} FROM engram_memories WHERE memory_id = ANY(%s)", (ids,))
-            memories = {r["memory_id"]: r for r in curs.fetchall()}
-            present = [m for m in ids if m in memories]
-            if present:
-                curs.execute(f"SELECT {', '.join(REVISION_COLUMNS)} FROM engram_recall_revisions "
-                             "WHERE memory_id = ANY(%s)", (present,))
-                for r in curs.fetchall():
-                    revisions.setdefault(r["memory_id"], {})[r["revision"]] = r
-            closing = [m for m, _, e, _ in pending if isinstance(e, CLOSING) and m in memories]
-            if closing:
-                curs.execute("SELECT memory_id, count(*) AS n FROM engram_recall_terms WHERE memory_id = ANY(%s) "
-                             "GROUP BY memory_id", (closing,))
-                term_rows = {r["memory_id"]: int(r["n"]) for r in curs.fetchall()}
-        return _Rows(memories, revisions, term_rows)
+            self._zone = session_zone(curs)
+        return BatchRows.read(curs, ids, [m for m, _, e, _ in pending if isinstance(e, CLOSING)])
 
     def flush(self, curs: Cursor[Any]) -> None:
         pending = self._pending()
@@ -565,12 +377,3 @@ class RecallProjection(ViewProjection):
                 "EXCLUDED.answers, total_len = engram_recall_stats.total_len + EXCLUDED.total_len",
                 figures,
             )
-
-CLOSING = (Memory.Forgotten, Memory.Rejected, Memory.Expired)
-
-
-def _zone(name: str) -> Any:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return UTC

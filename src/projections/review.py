@@ -12,8 +12,9 @@ from engram.adapters.keystore import KeyStore
 from engram.adapters.view_cipher import seal_for_view
 from engram.domain.memory import Memory, purge_id_of
 
-from .base import View, ViewProjection
+from .base import ViewProjection
 from .purge import REVIEW_QUEUE, PurgeTracker
+from .view import View
 
 DDL = """
 CREATE TABLE IF NOT EXISTS engram_candidates (

@@ -15,7 +15,9 @@ from psycopg.sql import SQL, Identifier, Literal
 from engram.adapters.keystore import prefetched
 from engram.adapters.outage import Outage
 
-from .base import APPLICATION, TRANSIENT, ViewProjection
+from .base import ViewProjection
+from .failures import TRANSIENT
+from .view import APPLICATION
 
 log = logging.getLogger("engram.projections")
 

@@ -2,8 +2,8 @@
 
 Work on one memory is ordered (ADR 0018):
 - one owner at a time: a syncer leases the memory in `engram_hindsight_leases` (not in the wish
-  row, so a new wish never frees it), renews the lease before every request that changes Hindsight,
-  and the lease outlasts the client's bounded request time;
+  row, so a new wish never frees it; `hindsight_wishes.SyncWishes`), renews the lease before every
+  request that changes Hindsight, and the lease outlasts the client's bounded request time;
 - a wish carries the generation of the event that made it: a syncer that finishes an older one
   changes nothing and leaves the newer wish pending for the next claim;
 - deletes are claimed before retains, one row at a time, so a delete never waits behind a queue
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from engram.adapters.hindsight import (
     HindsightClient,
@@ -32,29 +32,24 @@ from engram.adapters.hindsight import (
     HindsightUnavailable,
     bank_for,
 )
-from engram.domain.memory import CONFIRMED, Memory
+from engram.domain.memory import Memory
+from engram.domain.memory_rules import CONFIRMED
 from engram.domain.scope import GENERAL
 from engram.projections.purge import HINDSIGHT, PurgeTracker
 
+from .hindsight_wishes import RETAIN_DOUBT, UNREACHABLE, LeaseLost, SyncWishes
 from .ledger import Ledger
 
 log = logging.getLogger("engram.hindsight")
 
-MAX_BACKOFF = timedelta(minutes=30)
 PURGE_PROBES = 3  # recalls with a deleted document's own fact texts, to check nothing still points at it
 MIN_LEASE = timedelta(minutes=5)  # and at least ten of the client's request timeouts
-RETAIN_DOUBT = timedelta(minutes=10)  # how long a retain Hindsight did not answer may still land
 AUDIT_BATCH = 100  # deleted documents the periodic audit re-reads per run
 OUTAGE_PROBE_SECONDS = 5.0  # while wishes wait out an outage's backoff, how often Hindsight's health is asked
-UNREACHABLE = "unreachable: "  # last_error of a wish that failed because no answer came at all
 
 NOT_VERIFIED = ("Hindsight's own PostgreSQL may still hold the text in dead rows, planner statistics and WAL "
                 "until its autovacuum, analyze and checkpoints have run; Engram has no access to that database "
                 "(ENGRAM_HINDSIGHT_DATABASE_URL) and cannot verify it")
-
-
-class LeaseLost(Exception):
-    """Another syncer holds this memory now (this one was too slow): stop without touching Hindsight."""
 
 
 @dataclass
@@ -75,11 +70,9 @@ class HindsightSyncer:
         self.purge = purge
         self.database = database
         self.datastore = ledger.store.datastore
-        self.owner = uuid4().hex  # one per syncer: two in one process are still two owners
+        self.wishes = SyncWishes(self.datastore, purge, now=self._now, lease=lambda: self.lease)
         self.outage_probe_seconds = OUTAGE_PROBE_SECONDS
         self._next_probe = 0.0
-
-    # -- leases -----------------------------------------------------------------
 
     @property
     def lease(self) -> timedelta:
@@ -87,58 +80,6 @@ class HindsightSyncer:
 
     def _now(self) -> datetime:
         return self.ledger.clock.now()
-
-    def _claim(self, only: UUID | None = None) -> dict[str, Any] | None:
-        """The next pending wish (deletes and withdrawals first) whose memory no syncer holds, leased;
-        `only`: that memory's wish, if it is pending and free."""
-        now = self._now()
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(
-                "SELECT s.memory_id, s.action, s.revision, s.generation, s.forget_id, s.attempts, b.bank "
-                "FROM engram_hindsight_sync s LEFT JOIN engram_hindsight_leases l USING (memory_id) "
-                "LEFT JOIN engram_hindsight_banks b USING (memory_id) "
-                "WHERE s.state = 'pending' AND (s.next_attempt_at IS NULL OR s.next_attempt_at <= %(now)s) "
-                "AND (l.lease_until IS NULL OR l.lease_until <= %(now)s) AND (%(only)s::uuid IS NULL OR s.memory_id = %(only)s) "
-                "ORDER BY (s.action = 'retain'), s.changed_at LIMIT 8 FOR UPDATE OF s SKIP LOCKED",
-                {"now": now, "only": only},
-            )
-            for row in list(curs.fetchall()):
-                # A lease that expired unreleased belonged to a syncer that stopped mid-request: what it
-                # sent may still land, so its expiry starts a doubt.
-                curs.execute(
-                    "INSERT INTO engram_hindsight_leases (memory_id, owner, lease_until) "
-                    "VALUES (%(id)s, %(owner)s, %(until)s) ON CONFLICT (memory_id) DO UPDATE "
-                    "SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, "
-                    "retain_in_doubt_until = CASE WHEN engram_hindsight_leases.owner IS NULL "
-                    "THEN engram_hindsight_leases.retain_in_doubt_until ELSE greatest("
-                    "engram_hindsight_leases.retain_in_doubt_until, engram_hindsight_leases.lease_until + %(doubt)s) END "
-                    "WHERE engram_hindsight_leases.lease_until IS NULL OR engram_hindsight_leases.lease_until <= %(now)s "
-                    "RETURNING retain_in_doubt_until, deleted_at, facts_before",
-                    {"id": row["memory_id"], "owner": self.owner, "until": now + self.lease, "now": now,
-                     "doubt": RETAIN_DOUBT},
-                )
-                lease = curs.fetchone()
-                if lease is not None:  # another syncer may have leased it since this SELECT's snapshot
-                    return {**row, **lease}
-        return None
-
-    def _hold(self, memory_id: UUID, **marks: Any) -> None:
-        """Renew the lease before a request that changes Hindsight (and record `marks` with it);
-        LeaseLost when it is no longer this syncer's."""
-        now = self._now()
-        sets = "".join(f", {column} = %({column})s" for column in marks)
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(
-                f"UPDATE engram_hindsight_leases SET lease_until = %(until)s{sets} "  # column names are ours
-                "WHERE memory_id = %(id)s AND owner = %(owner)s AND lease_until > %(now)s",
-                {"id": memory_id, "owner": self.owner, "until": now + self.lease, "now": now, **marks},
-            )
-            if curs.rowcount != 1:
-                raise LeaseLost(str(memory_id))
-
-    def _release(self, curs: Any, memory_id: UUID) -> None:
-        curs.execute("UPDATE engram_hindsight_leases SET owner = NULL, lease_until = NULL "
-                     "WHERE memory_id = %s AND owner = %s", (memory_id, self.owner))
 
     # -- the loop -----------------------------------------------------------------
 
@@ -150,7 +91,7 @@ class HindsightSyncer:
         self._wake_after_outage()
         try:
             for _ in range(limit):
-                row = self._claim()
+                row = self.wishes.claim()
                 if row is None:
                     break
                 if not deleted:
@@ -190,10 +131,10 @@ class HindsightSyncer:
         except LeaseLost:
             return 0  # the new owner finishes it
         except HindsightUnavailable as e:
-            self._failed(row, e)
+            self.wishes.failed(row, e)
             return 0
         except BaseException:
-            self._failed(row, None)
+            self.wishes.failed(row, None)
             raise
         if isinstance(outcome, _Deleted):
             deleted.append(outcome)
@@ -204,14 +145,14 @@ class HindsightSyncer:
         memory_id: UUID = row["memory_id"]
         memory = self.ledger.get(memory_id, Memory)
         if memory is None:  # never stored here: nothing to index
-            return self._finish(row)
+            return self.wishes.finish(row)
         # Its bank as noted at its creation: once forgotten its source (part of a restricted bank's name)
         # is shredded with its key (ADR 0019).
         bank = row.get("bank")
         if bank is None:
             if memory.scope.shredded and memory.visibility != GENERAL:
                 # Every retain notes its bank first (below), so an unnoted one was never retained here.
-                return self._finish(row, evidence="never retained in Hindsight: no bank was ever noted for it")
+                return self.wishes.finish(row, evidence="never retained in Hindsight: no bank was ever noted for it")
             bank = bank_for(memory.scope)
             with self.datastore.transaction(commit=True) as curs:
                 curs.execute("INSERT INTO engram_hindsight_banks (memory_id, bank) VALUES (%s, %s) "
@@ -227,32 +168,32 @@ class HindsightSyncer:
         earlier: datetime | None = row["retain_in_doubt_until"]
         # Until Hindsight answers, this retain may land at any time: say so first (a crash keeps it said).
         mine = self._now() + self.lease + RETAIN_DOUBT
-        self._hold(memory_id, retain_in_doubt_until=mine if earlier is None else max(earlier, mine))
+        self.wishes.hold(memory_id, retain_in_doubt_until=mine if earlier is None else max(earlier, mine))
         try:
             self.client.retain(bank, str(memory_id), text, valid_from)
         except HindsightRefused:
-            self._hold(memory_id, retain_in_doubt_until=earlier)  # it certainly did nothing
+            self.wishes.hold(memory_id, retain_in_doubt_until=earlier)  # it certainly did nothing
             raise
-        self._hold(memory_id, retain_in_doubt_until=earlier)  # answered: this one can no longer land later
+        self.wishes.hold(memory_id, retain_in_doubt_until=earlier)  # answered: this one can no longer land later
         if earlier is not None and earlier > self._now():
             # an older retain may still land with older text: retain again once it no longer can
-            return self._later(row, earlier, "retained; an earlier retain may still land")
-        return self._finish(row)
+            return self.wishes.later(row, earlier, "retained; an earlier retain may still land")
+        return self.wishes.finish(row)
 
     def _delete(self, row: dict[str, Any], bank: str) -> int | _Deleted:
         memory_id, document_id = row["memory_id"], str(row["memory_id"])
         present = self.client.exists(bank, document_id)
-        facts, probes = self._delete_and_confirm(bank, document_id, lambda: self._hold(memory_id))
+        facts, probes = self._delete_and_confirm(bank, document_id, lambda: self.wishes.hold(memory_id))
         now = self._now()
         back = (present or bool(facts)) and row["deleted_at"] is not None
         if present or facts or row["deleted_at"] is None:
             deleted_at, facts_before = now, len(facts)
-            self._hold(memory_id, deleted_at=deleted_at, facts_before=facts_before)
+            self.wishes.hold(memory_id, deleted_at=deleted_at, facts_before=facts_before)
         else:  # gone already: the delete that made it so is the one on record
             deleted_at, facts_before = row["deleted_at"], row["facts_before"] or 0
         doubt: datetime | None = row["retain_in_doubt_until"]
         if doubt is not None and doubt > now:
-            return self._later(row, doubt, "deleted; a retain may still land, checking again after it")
+            return self.wishes.later(row, doubt, "deleted; a retain may still land, checking again after it")
         what = (f"deleted at {deleted_at.isoformat()} and answers 404 in its bank; {facts_before} fact(s) before, "
                 f"0 after; {probes} recall probe(s) found no result referencing it")
         if back:
@@ -303,50 +244,13 @@ class HindsightSyncer:
                 tables = self.database.vacuum()
             except HindsightUnavailable as e:
                 for d in deleted:
-                    self._failed(d.row, e)
+                    self.wishes.failed(d.row, e)
                 return 0
             note = (f"Hindsight's database: VACUUM (ANALYZE) of {', '.join(tables)} at {self._now().isoformat()} "
                     "removed the deleted rows and recomputed the planner statistics; WAL written before it is "
                     "recycled after Hindsight's next checkpoints")
-        return sum(self._finish(d.row, evidence=f"{d.evidence}; {note}" if d.report else None,
+        return sum(self.wishes.finish(d.row, evidence=f"{d.evidence}; {note}" if d.report else None,
                                 purged_at=d.deleted_at) for d in deleted)
-
-    # -- outcomes ---------------------------------------------------------------
-
-    def _finish(self, row: dict[str, Any], *, evidence: str | None = None, purged_at: datetime | None = None) -> int:
-        """Done, if the wish is still the one this syncer worked on (otherwise the newer one stays
-        pending for the next claim); the lease is released either way. Returns 1 when done."""
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute(
-                "UPDATE engram_hindsight_sync SET state = 'done', synced_at = %s, last_error = NULL, "
-                "next_attempt_at = NULL WHERE memory_id = %s AND generation = %s AND state = 'pending'",
-                (self._now(), row["memory_id"], row["generation"]),
-            )
-            done = curs.rowcount == 1
-            if done and evidence and row["forget_id"]:
-                self.purge.purged(curs, row["forget_id"], HINDSIGHT, evidence, purged_at or self._now())
-            self._release(curs, row["memory_id"])
-        return int(done)
-
-    def _later(self, row: dict[str, Any], at: datetime, why: str) -> int:
-        with self.datastore.transaction(commit=True) as curs:
-            curs.execute("UPDATE engram_hindsight_sync SET next_attempt_at = %s, last_error = %s "
-                         "WHERE memory_id = %s AND generation = %s AND state = 'pending'",
-                         (at, why, row["memory_id"], row["generation"]))
-            self._release(curs, row["memory_id"])
-        return 0
-
-    def _failed(self, row: dict[str, Any], error: BaseException | None) -> None:
-        backoff = min(timedelta(seconds=2 ** min(row["attempts"], 11)), MAX_BACKOFF)
-        with self.datastore.transaction(commit=True) as curs:
-            if error is not None:
-                curs.execute(
-                    "UPDATE engram_hindsight_sync SET attempts = attempts + 1, next_attempt_at = %s, "
-                    "last_error = %s WHERE memory_id = %s AND generation = %s AND state = 'pending'",
-                    (self._now() + backoff, (UNREACHABLE if getattr(error, "outage", False) else "") + str(error)[:120],
-                     row["memory_id"], row["generation"]),
-                )
-            self._release(curs, row["memory_id"])
 
     # -- the audit ----------------------------------------------------------------
 
@@ -384,7 +288,7 @@ class HindsightSyncer:
             if not back:
                 continue
             found += 1
-            row = self._claim(only=r["memory_id"])
+            row = self.wishes.claim(only=r["memory_id"])
             if row is not None:  # else another syncer holds it and deletes it
                 deleted: list[_Deleted] = []
                 self._work(row, deleted)

@@ -31,7 +31,8 @@ from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, MemoryForgotten, SourceRevoked
 from engram.domain.evidence import Source
 from engram.domain.instant import InvalidTime, check_instant
-from engram.domain.memory import EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, check_valid_time
+from engram.domain.memory import Memory
+from engram.domain.memory_rules import EXPIRED, FORGOTTEN, PENDING, REJECTED, check_valid_time
 from engram.domain.review import refuse_secrets
 from engram.domain.scope import GENERAL, RESTRICTED, Caller, Scope
 from engram.domain.text import is_valid_id, validate_text

@@ -15,7 +15,7 @@ from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, Forbidden, MemoryForgotten, NotFound
 from engram.domain.evidence import Source
 from engram.domain.extraction import Proposal, accept_proposals, context_of
-from engram.domain.memory import NORMAL
+from engram.domain.memory_rules import NORMAL
 from engram.domain.receipt import (
     DEFERRED,
     FAILED,

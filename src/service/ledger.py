@@ -10,7 +10,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import InfrastructureFactory, RecordConflictError
 
 from engram.adapters.crypto import MasterKeys
-from engram.adapters.database import EventRecorder
+from engram.adapters.event_recorder import EventRecorder
 from engram.adapters.keystore import KeyStore
 from engram.adapters.mapper import SealingMapper
 from engram.adapters.new_keys import NewKey

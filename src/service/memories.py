@@ -19,7 +19,8 @@ from engram.adapters.blind_index import BlindIndex
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, DomainError, MemoryForgotten, NotFound, SensitiveAckRequired, SourceRevoked
 from engram.domain.evidence import Evidence, Source
-from engram.domain.memory import CONFIRMED, FORGOTTEN, NORMAL, PENDING, SENSITIVE, Memory, check_tags
+from engram.domain.memory import Memory
+from engram.domain.memory_rules import CONFIRMED, FORGOTTEN, NORMAL, PENDING, SENSITIVE, check_tags
 from engram.domain.receipt import Receipt
 from engram.domain.relation import DUPLICATE
 from engram.domain.review import SENSITIVE_CONTENT, ContentPolicy, refuse_secrets

@@ -18,8 +18,9 @@ from engram.adapters.hindsight import HindsightUnavailable
 from engram.adapters.tombstones import Fence
 from engram.domain.access import Access
 from engram.domain.scope import Caller
-from engram.projections.base import ViewProjection, safe_decoder
-from engram.projections.insights import InsightQueries
+from engram.projections.base import ViewProjection
+from engram.projections.failures import safe_decoder
+from engram.projections.insight_queries import InsightQueries
 from engram.projections.purge import PurgeTracker
 
 from .embedding import EmbeddingWorker

@@ -20,7 +20,7 @@ from engram.domain.access import Access
 from engram.domain.bundle import fit
 from engram.domain.hints import SemanticHints, SemanticIndexUnavailable
 from engram.domain.instant import check_instant
-from engram.domain.memory import CONFIRMED, check_tags
+from engram.domain.memory_rules import CONFIRMED, check_tags
 from engram.domain.rollout import OFF, SHADOW
 from engram.domain.scope import Caller
 from engram.domain.text import validate_text

@@ -10,7 +10,8 @@ from eventsourcing.domain import Aggregate
 from engram.adapters.tombstones import Fence, Shred
 from engram.domain.directory import CompanyDirectory
 from engram.domain.insight import Insight
-from engram.domain.memory import EXPIRED, FORGOTTEN, PENDING, Memory
+from engram.domain.memory import Memory
+from engram.domain.memory_rules import EXPIRED, FORGOTTEN, PENDING
 from engram.domain.receipt import Receipt
 
 from .ledger import Ledger

@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from engram.adapters.view_cipher import unseal_from_view
-from engram.domain.memory import FORGOTTEN, Memory
+from engram.domain.memory import Memory
+from engram.domain.memory_rules import FORGOTTEN
 from engram.domain.scope import Scope
 
 from .ports import Keys

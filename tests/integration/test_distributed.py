@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 
-from engram.adapters.kafka import EVENTS_TOPIC, ProjectorWorker, Relay
+from engram.adapters.kafka import EVENTS_TOPIC
+from engram.adapters.kafka_relay import Relay
+from engram.adapters.kafka_worker import ProjectorWorker
 from engram.api.bootstrap import Engram
 from engram.domain.scope import Caller
 

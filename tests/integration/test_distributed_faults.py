@@ -21,7 +21,8 @@ import httpx
 import psycopg
 import pytest
 
-from engram.adapters.kafka import ProjectorWorker, Relay
+from engram.adapters.kafka_relay import Relay
+from engram.adapters.kafka_worker import ProjectorWorker
 from engram.api.bootstrap import Engram
 from engram.domain.scope import Caller
 

@@ -335,7 +335,8 @@ def test_the_list_of_forgets_is_newest_first_and_pages(client) -> None:
 
 
 def test_an_account_forget_in_distributed_mode_reaches_purge_complete(settings, database) -> None:
-    from engram.adapters.kafka import ProjectorWorker, Relay
+    from engram.adapters.kafka_relay import Relay
+    from engram.adapters.kafka_worker import ProjectorWorker
 
     from broker import Background, TansuBroker, tansu_binary
 

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from psycopg.rows import dict_row
 
 from engram.adapters.crypto import MasterKey, new_data_key
-from engram.adapters.kafka import Relay
+from engram.adapters.kafka_relay import Relay
 from engram.adapters.migrations import Migration, SchemaTooNew, migrate, migrate_database, schema_lock, shipped
 from engram.api.bootstrap import Engram
 from engram.api.cli import main

@@ -13,7 +13,7 @@ from engram.adapters.content_rules import ContentRules
 from engram.adapters.embedders import LocalEmbedder
 from engram.adapters.sensitive_probe import SensitiveProbe
 from engram.adapters.sensitive_rules import sensitive_kind
-from engram.domain.memory import CONFIRMED, PENDING
+from engram.domain.memory_rules import CONFIRMED, PENDING
 from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT, SENSITIVE_CONTENT
 from engram.domain.scope import Caller
 from fakes import build

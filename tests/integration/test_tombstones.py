@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from engram.adapters.database import EventRecorder
+from engram.adapters.event_recorder import EventRecorder
 from engram.adapters.tombstones import FenceRequired
 from engram.api.bootstrap import Engram
 from engram.domain.scope import Caller

@@ -16,7 +16,9 @@ from engram.domain.errors import (
     SensitiveAckRequired,
     TextTooLarge,
 )
-from engram.domain.memory import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED, Memory, answer_periods
+from engram.domain.memory import Memory
+from engram.domain.memory_rules import CONFIRMED, EXPIRED, FORGOTTEN, PENDING, REJECTED
+from engram.domain.revisions import answer_periods
 from engram.domain.scope import Caller, Grants, Scope
 from engram.domain.text import validate_text
 from engram.domain.visibility import may_use

@@ -27,7 +27,8 @@ from engram.domain.errors import (
     SensitiveAckRequired,
     SourceRevoked,
 )
-from engram.domain.memory import CONFIRMED, FORGOTTEN, PENDING, REJECTED, SENSITIVE, Memory
+from engram.domain.memory import Memory
+from engram.domain.memory_rules import CONFIRMED, FORGOTTEN, PENDING, REJECTED, SENSITIVE
 from engram.domain.review import SecretRefused
 from engram.domain.rollout import SHADOW, Rollout
 from engram.domain.scope import Caller
