@@ -14,8 +14,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
+from engram.contract.admin import AdminStatus
 from engram.contract.responses import (
-    AdminStatus,
     CandidateList,
     CandidateOut,
     ExportOut,

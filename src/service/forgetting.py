@@ -11,8 +11,6 @@ nothing is left it resets the person's settings and is finished; its copies aggr
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -29,6 +27,7 @@ from engram.domain.scope import Caller
 from engram.domain.settings import PersonSettings, settings_id
 from engram.domain.text import validate_id
 
+from .cursors import decode_cursor, encode_cursor
 from .memories import MemoryService
 from .views import opened, row_scope
 
@@ -296,7 +295,7 @@ class ForgettingService:
     def list_forgets(self, caller: Caller, *, limit: int, cursor: str | None) -> ForgetList:
         """The caller's forgets, newest first: a person's memory forgets (those an account forget made
         are summarised by it) and account forgets of them; an admin's, the account forgets they asked for."""
-        after = _decode_cursor(cursor) if cursor else None
+        after = decode_cursor(cursor) if cursor else None
         if caller.is_administrative:
             rows = self.accounts.listing(caller.company, None, caller.person, after, limit + 1)
         elif self.ledger.access(caller).may_read:
@@ -317,21 +316,5 @@ class ForgettingService:
         next_cursor = None
         if len(rows) > limit:
             last = page[-1]
-            next_cursor = _encode_cursor(last["requested_at"], last["forget_id"])
+            next_cursor = encode_cursor(last["requested_at"], last["forget_id"])
         return ForgetList(items=[ForgetStatus.model_validate(i) for i in items], next_cursor=next_cursor)
-
-
-def _encode_cursor(at: datetime, forget_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([at.isoformat(), forget_id]).encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    from .memories import InvalidCursor
-
-    try:
-        at, forget_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if not isinstance(forget_id, str):
-            raise ValueError(forget_id)
-        return datetime.fromisoformat(at), forget_id
-    except Exception:  # noqa: BLE001
-        raise InvalidCursor("cursor is not valid") from None

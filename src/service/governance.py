@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.contract.responses import DirectoryOut, PersonSettingsOut, Revocation
+from engram.contract.admin import DirectoryOut
+from engram.contract.responses import PersonSettingsOut, Revocation
 from engram.domain.access import Access
 from engram.domain.directory import CompanyDirectory, Directory, directory_id
 from engram.domain.errors import NotFound

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from engram.contract import examples
+from engram.contract import admin, examples
 from engram.contract import requests as schemas
 from engram.contract import responses as models
 
@@ -104,7 +104,7 @@ def test_every_operation_is_described_with_examples_and_its_problems(client: Any
 
 def _model_classes() -> dict[str, type[BaseModel]]:
     found: dict[str, type[BaseModel]] = {}
-    for module in (models, schemas):
+    for module in (models, admin, schemas):
         for name, value in vars(module).items():
             if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == module.__name__:
                 found[name] = value

@@ -4,8 +4,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from engram.contract.admin import DirectoryOut
 from engram.contract.requests import DirectoryIn, PersonSettingsIn
-from engram.contract.responses import DirectoryOut, ForgetAccepted, PersonSettingsOut, Revocation
+from engram.contract.responses import ForgetAccepted, PersonSettingsOut, Revocation
 
 from ..dependencies import Admin, Forgetting, Governance, Who
 from ..middleware import JsonRoute

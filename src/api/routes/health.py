@@ -6,7 +6,7 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from engram.contract.responses import Health
+from engram.contract.admin import Health
 
 from .. import problems
 from ..dependencies import DatabaseAvailability

@@ -5,8 +5,8 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, Response
 
+from engram.contract.admin import AdminStatus
 from engram.contract.examples import METRICS
-from engram.contract.responses import AdminStatus
 
 from ..dependencies import Anyone, AppMetrics, Operations
 from ..metrics import CONTENT_TYPE
