@@ -58,7 +58,7 @@ def main() -> None:
                                         visibility="general", team=None)
             while engram.learning.work():
                 pass
-            learned = [c["id"] for c in engram.memories.candidates(ALICE)["items"]]
+            learned = [c.id for c in engram.memories.candidates(ALICE).items]
             for memory_id in learned:
                 engram.memories.confirm(ALICE, memory_id, text=None, acknowledge_sensitive=False)
 

@@ -7,6 +7,7 @@ from typing import Any, cast
 from uuid import UUID
 
 from engram.adapters.blind_index import BlindIndex
+from engram.contract.responses import CandidateList, History, LinkList
 from engram.domain.access import Access
 from engram.domain.clock import Clock
 from engram.domain.errors import NotFound
@@ -59,13 +60,17 @@ class MemoryReads:
         document["links"] = self.links.visible(access, memory.id) if self.links else []
         return document
 
-    def linked(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+    def linked(self, caller: Caller, memory_id: str) -> LinkList:
         """The memories linked to this one that the caller may use (ADR 0020)."""
         access = self.ledger.access(caller)
         memory = self._load(access, memory_id)
-        return {"items": self.links.visible(access, memory.id) if self.links else []}
+        return LinkList.model_validate({"items": self.links.visible(access, memory.id) if self.links else []})
 
-    def history(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+    def history(self, caller: Caller, memory_id: str) -> History:
+        """Every event of the memory, oldest first, each with the text it set (null once forgotten)."""
+        return History.model_validate({"events": self._events(caller, memory_id)})
+
+    def _events(self, caller: Caller, memory_id: str) -> list[dict[str, Any]]:
         memory = self._load(self.ledger.access(caller), memory_id)
         events = []
         revision = 1
@@ -83,7 +88,7 @@ class MemoryReads:
             if isinstance(e, (Memory.Created, Memory.Corrected)) and e.evidence is not None:
                 entry["evidence"] = e.evidence  # older quotes stay here, in history only
             events.append(entry)
-        return {"events": events}
+        return events
 
     def list_memories(self, caller: Caller, *, q: str | None, limit: int, cursor: str | None,
                       status: str | None = None, tags: list[str] | None = None) -> dict[str, Any]:
@@ -112,16 +117,16 @@ class MemoryReads:
             next_cursor = encode_cursor(last["created_at"], str(last["memory_id"]))
         return {"items": items, "next_cursor": next_cursor}
 
-    def candidates(self, caller: Caller) -> dict[str, Any]:
+    def candidates(self, caller: Caller) -> CandidateList:
         access = self.ledger.access(caller)
         if not access.sees_memories:
-            return {"items": []}
+            return CandidateList(items=[])
         items = []
         for row in self.queries.candidates(company=caller.company, person=caller.person):
             row = opened(self.keys, row)
             if access.may_use(row_scope(row)):
                 items.append(candidate_of_row(row, *unsealed(self.keys, row), context_of_row(self.keys, row)))
-        return {"items": items}
+        return CandidateList.model_validate({"items": items})
 
     def forget_status(self, caller: Caller, forget_id: str) -> dict[str, Any]:
         head, copies = self.purge.report(forget_id)
@@ -139,7 +144,7 @@ class MemoryReads:
             now = self.clock.now()
             for item in page["items"]:
                 item = dict(item)
-                item["history"] = self.history(caller, item["id"])["events"]
+                item["history"] = self._events(caller, item["id"])
                 memory = self.ledger.get(UUID(item["id"]), Memory)
                 item["answer"] = memory.answer_at(now) if memory is not None else None  # what recall answers now
                 items.append(item)

@@ -89,7 +89,7 @@ def memory_page(
     listing = memories.list_memories(who, q=q, limit=PAGE_SIZE, cursor=cursor, tags=[tag] if tag else None)
     return render(
         request, "memory/index.html",
-        candidates=memories.candidates(who)["items"],
+        candidates=memories.candidates(who).items,
         proposed=insights.list_insights(who, status="proposed").items,
         confirmed_insights=insights.list_insights(who, status="confirmed").items,
         memories=listing["items"], next_cursor=listing["next_cursor"], q=q, tag=tag, cursor=cursor,
@@ -114,10 +114,10 @@ def decide_candidates(
     """Confirm or reject the ticked candidates, each by the same command as one at a time. A sensitive
     one is never confirmed in bulk (it needs its own acknowledgement); one handled meanwhile elsewhere
     (confirmed, rejected, expired, forgotten) is left as it is."""
-    pending = {c["id"]: c for c in memories.candidates(who)["items"]}
+    pending = {c.id: c for c in memories.candidates(who).items}
     for memory_id in dict.fromkeys(ids):
         candidate = pending.get(memory_id)
-        if candidate is None or (decision == "confirm" and candidate["review"] == "sensitive"):
+        if candidate is None or (decision == "confirm" and candidate.review == "sensitive"):
             continue
         if decision == "confirm":
             memories.confirm(who, memory_id, text=None, acknowledge_sensitive=False)
@@ -158,7 +158,7 @@ def decide_insight(request: Request, insight_id: PathId, decision: Literal["conf
 def memory_detail(request: Request, memory_id: PathId, who: Admitted, memories: Memories,
                   done: str | None = None) -> Response:
     memory = memories.get(who, memory_id)  # another person's memory: the same 404 as an unknown id
-    history = memories.history(who, memory_id)["events"]
+    history = memories.history(who, memory_id).events
     return render(request, "memory/detail.html", memory=memory, history=history, done=_done(request, done))
 
 

@@ -247,9 +247,9 @@ def test_duplicate_and_reordered_deliveries_are_harmless(system) -> None:
     items = system.recall.recall(ALICE, query="kestrels", as_of=None, max_bytes=17500, limit=50)["items"]
     assert len(items) == 30
     # all thirty cite one message: each is linked to the other 29, whatever the partitions' order
-    linked = system.memories.linked(ALICE, items[0]["id"])["items"]
-    assert len({x["memory_id"] for x in linked}) == len(linked) == 29
-    assert {x["status"] for x in linked} == {"active"}
+    linked = system.memories.linked(ALICE, items[0]["id"]).items
+    assert len({x.memory_id for x in linked}) == len(linked) == 29
+    assert {x.status for x in linked} == {"active"}
 
 
 def test_one_bad_event_in_a_poll_of_several_partitions_is_set_aside_and_the_rest_applied(system) -> None:

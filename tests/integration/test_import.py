@@ -48,7 +48,7 @@ def texts(engram: Engram, caller: Caller = ALICE) -> list[str]:
 
 
 def candidate_texts(engram: Engram, caller: Caller = ALICE) -> list[str]:
-    return sorted(c["text"] for c in engram.memories.candidates(caller)["items"])
+    return sorted(c.text for c in engram.memories.candidates(caller).items)
 
 
 def recall(engram: Engram, query: str) -> list[str]:
@@ -155,8 +155,8 @@ def test_a_forgotten_memory_is_not_imported_again(engram, tmp_path) -> None:
     [lighthouse] = [m for m in engram.memories.list_memories(ALICE, q=None, limit=10, cursor=None)["items"]
                     if m["text"] == LIGHTHOUSE]
     engram.memories.forget(ALICE, lighthouse["id"])
-    [train] = engram.memories.candidates(ALICE)["items"]
-    engram.memories.reject(ALICE, train["id"])  # a rejected candidate is not proposed again either
+    [train] = engram.memories.candidates(ALICE).items
+    engram.memories.reject(ALICE, train.id)  # a rejected candidate is not proposed again either
 
     again = run(engram, path)
     assert (again["imported"], again["duplicates"], again["skipped_forgotten"]) == (0, 1, 2)
@@ -176,7 +176,7 @@ def test_after_a_rollback_of_the_import_the_forgotten_memory_stays_out(settings,
         assert run(a, path)["imported"] == 2
         [lighthouse] = [m["id"] for m in a.memories.list_memories(ALICE, q=None, limit=10, cursor=None)["items"]
                         if m["text"] == LIGHTHOUSE]
-        [train] = [c["id"] for c in a.memories.candidates(ALICE)["items"]]
+        [train] = [c.id for c in a.memories.candidates(ALICE).items]
         a.memories.forget(ALICE, lighthouse)
         a.memories.reject(ALICE, train)
     finally:

@@ -59,8 +59,8 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
     a.learning.receive(ALICE, receipt_id="r-1", author="user", kind="message", text="I like the Godrevy seals.",
                        occurred_at=None, source=SOURCE, visibility="general", team=None)
     a.learning.work()
-    learned = a.memories.candidates(ALICE)["items"][0]
-    a.memories.confirm(ALICE, learned["id"], text=None, acknowledge_sensitive=False)
+    learned = a.memories.candidates(ALICE).items[0]
+    a.memories.confirm(ALICE, learned.id, text=None, acknowledge_sensitive=False)
     assert sorted(recall(a, "Godrevy")) == ["I like the Godrevy seals", "I like the lighthouse at Godrevy"]
     path = [a.memories.remember(ALICE, text=t, source=SOURCE, occurred_at=None, visibility="general", team=None,
                                 valid_from=None, valid_to=None)["id"]
@@ -69,12 +69,12 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
     [insight] = a.insights.list_insights(ALICE).items
     a.insights.confirm(ALICE, insight.id)
     assert a.embedding is not None and a.embedding.work() == 5  # every answering memory has its vector
-    assert vectors_of(a, [gone["id"], learned["id"]]) == 2
+    assert vectors_of(a, [gone["id"], learned.id]) == 2
 
     dump = tmp_path / "backup.dump"
     backup(database, dump)
     a.memories.forget(ALICE, gone["id"])
-    a.memories.forget(ALICE, learned["id"])
+    a.memories.forget(ALICE, learned.id)
     a.memories.forget(ALICE, path[0])
     assert a.insights.settle_invalidations() == 1  # the insight's key goes: its text came from forgotten words
     assert recall(a, "Godrevy") == []
@@ -93,23 +93,23 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
             assert conn.execute("SELECT count(*) AS n FROM engram_data_keys WHERE key_id = %s",
                                 (gone["id"],)).fetchone()["n"] == 1  # the restore brought the key row back
 
-        assert vectors_of(b, [gone["id"], learned["id"]]) == 2  # back with the backup, sealed under dead keys
+        assert vectors_of(b, [gone["id"], learned.id]) == 2  # back with the backup, sealed under dead keys
         counts = b.operations.restore_fence()
         # three forgets, one receipt clearing, one insight invalidated
         assert counts["tombstones"] == 5 and counts["events_appended"] == 5
         with b.store.datastore.get_connection() as conn:
             assert conn.execute("SELECT count(*) AS n FROM engram_data_keys WHERE key_id = ANY(%s::uuid[])",
-                                ([gone["id"], learned["id"]],)).fetchone()["n"] == 0
-        for memory_id in (gone["id"], learned["id"]):
+                                ([gone["id"], learned.id],)).fetchone()["n"] == 0
+        for memory_id in (gone["id"], learned.id):
             got = b.memories.get(ALICE, memory_id)
             assert got["status"] == "forgotten" and got["text"] is None
-            assert all(e["text"] is None for e in b.memories.history(ALICE, memory_id)["events"])
+            assert all(e.text is None for e in b.memories.history(ALICE, memory_id).events)
         assert b.ledger.keys.get(insight.id) is None
         [fenced] = b.insights.list_insights(ALICE).items
         assert (fenced.status, fenced.text) == ("invalidated", None)
         for name in b.projections:
             b.operations.rebuild(name)
-        assert vectors_of(b, [gone["id"], learned["id"]]) == 0  # the fence's forgets took them
+        assert vectors_of(b, [gone["id"], learned.id]) == 0  # the fence's forgets took them
         assert vectors_of(b, [kept["id"]]) == 1
         # by meaning too: a question in other words (and another language) finds none of them
         assert "Godrevy" not in str(recall(b, "the tall tower by the sea with a lamp"))
@@ -121,7 +121,7 @@ def test_restore_fence(settings, database, tmp_path: Path) -> None:
         # a late extraction job that still holds the old proposal cannot bring the candidate back
         receipt = b.store.repository.get(receipt_uuid("acme", "alice", "r-1"))
         assert b.learning._propose(receipt, Proposal("I like the Godrevy seals", "I like the Godrevy seals.")) is None
-        assert b.memories.candidates(ALICE)["items"] == []
+        assert b.memories.candidates(ALICE).items == []
         assert recall(b, "seals") == []
         # and a second fence run changes nothing
         assert b.operations.restore_fence()["events_appended"] == 0

@@ -110,7 +110,7 @@ def test_a_bot_outside_the_directory_is_refused_and_nothing_is_stored(world: Wor
 def test_a_registered_bot_remembers_for_its_person(world: World) -> None:
     made = remember(world, HELPER)
     assert world.memories.get(ALICE, made["id"])["text"] == "I prefer green tea"
-    assert world.memories.history(ALICE, made["id"])["events"][0]["actor"] == "b-helper"
+    assert world.memories.history(ALICE, made["id"]).events[0].actor == "b-helper"
 
 
 def test_a_bot_removed_from_the_directory_can_no_longer_read_or_act(world: World) -> None:
@@ -149,8 +149,8 @@ def test_a_candidate_confirmed_with_edited_text_keeps_the_edit(world: World) -> 
     candidate = world.memories.propose(ALICE, text="likes tea", quote="tea, always", source=CHAT, occurred_at=None)
     confirmed = world.memories.confirm(ALICE, candidate["id"], text="likes green tea", acknowledge_sensitive=False)
     assert confirmed["text"] == "likes green tea"
-    events = world.memories.history(ALICE, candidate["id"])["events"]
-    assert [(e["type"], e["text"]) for e in events] == [("Proposed", "likes tea"), ("Confirmed", "likes green tea")]
+    events = world.memories.history(ALICE, candidate["id"]).events
+    assert [(e.type, e.text) for e in events] == [("Proposed", "likes tea"), ("Confirmed", "likes green tea")]
 
 
 def test_a_candidate_cannot_be_confirmed_after_it_expires(world: World) -> None:
@@ -202,11 +202,11 @@ def test_a_correction_keeps_the_earlier_revision_in_history(world: World) -> Non
     corrected = world.memories.correct(ALICE, made["id"], text="I prefer oolong", valid_from=None, valid_to=None,
                                        reason="changed my mind")
     assert (corrected["text"], corrected["revision"]) == ("I prefer oolong", 2)
-    events = world.memories.history(ALICE, made["id"])["events"]
-    assert [(e["type"], e["revision"], e["text"]) for e in events] == [
+    events = world.memories.history(ALICE, made["id"]).events
+    assert [(e.type, e.revision, e.text) for e in events] == [
         ("Remembered", 1, "I prefer green tea"), ("Corrected", 2, "I prefer oolong")]
-    assert events[1]["reason"] == "changed my mind"
-    assert events[1]["at"] == START + timedelta(hours=1)
+    assert events[1].reason == "changed my mind"
+    assert events[1].at == START + timedelta(hours=1)
 
 
 def test_forget_records_its_tombstone_and_destroys_the_key_with_its_event(world: World) -> None:
@@ -227,7 +227,7 @@ def test_after_forget_the_text_is_gone_from_every_read(world: World) -> None:
     assert (got["status"], got["text"], got["evidence"]) == (FORGOTTEN, None, [])
     memory = load(world, made["id"])  # replayed from the stored events without the key
     assert [r["text"] for r in memory.revisions] == [None, None] and memory.evidence is None
-    assert all(e["text"] is None for e in world.memories.history(ALICE, made["id"])["events"])
+    assert all(e.text is None for e in world.memories.history(ALICE, made["id"]).events)
     with pytest.raises(MemoryForgotten):
         world.memories.correct(ALICE, made["id"], text="again", valid_from=None, valid_to=None, reason=None)
 
@@ -351,7 +351,7 @@ def test_a_bot_sees_nothing_while_its_person_paused_use(world: World) -> None:
     with pytest.raises(NotFound):
         world.memories.get(HELPER, made["id"])
     assert world.memories.list_memories(HELPER, q=None, limit=10, cursor=None)["items"] == []
-    assert world.memories.candidates(HELPER) == {"items": []}
+    assert world.memories.candidates(HELPER).items == []
     assert world.memories.get(ALICE, made["id"])["text"] == "I prefer green tea"
     world.governance.put_settings(ALICE, learning_paused=False, use_paused=False)
     assert world.memories.get(HELPER, made["id"])["text"] == "I prefer green tea"
@@ -426,7 +426,7 @@ def test_any_valid_text_remembered_reads_back_identical(text: str) -> None:
     made = remember(world, text=text)
     got = world.memories.get(ALICE, made["id"])  # replayed from the sealed events
     assert got["text"] == text and got["evidence"][0]["quote"] == text
-    assert world.memories.history(ALICE, made["id"])["events"][0]["text"] == text
+    assert world.memories.history(ALICE, made["id"]).events[0].text == text
 
 
 @settings(max_examples=examples(60), deadline=None)
