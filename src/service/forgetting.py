@@ -273,24 +273,26 @@ class ForgettingService:
             if head["company"] != caller.company or head["person"] != caller.person \
                     or not self.ledger.access(caller).may_read:
                 raise NotFound("no such forget request")
-            return ForgetStatus.model_validate(self._account_status(head, total, copies))
+            return self._account_status(head, total, copies)
         memory_head, memory_copies = self.purge.report(forget_id)
         if memory_head is not None and memory_head["company"] == caller.company:
-            return ForgetStatus.model_validate(self._memory_status(memory_head, memory_copies))
+            return self._memory_status(memory_head, memory_copies)
         head, total, copies = self.accounts.report(forget_id)
         if head is None or head["company"] != caller.company:
             raise NotFound("no such forget request")
-        return ForgetStatus.model_validate(self._account_status(head, total, copies))
+        return self._account_status(head, total, copies)
 
-    def _memory_status(self, head: dict[str, Any], copies: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"forget_id": head["forget_id"], "memory_id": str(head["memory_id"]),
-                "status": self.purge.status_of(copies), "copies": copies, "kind": "memory"}
+    def _memory_status(self, head: dict[str, Any], copies: list[dict[str, Any]]) -> ForgetStatus:
+        return ForgetStatus.model_validate({"forget_id": head["forget_id"], "memory_id": str(head["memory_id"]),
+                                            "status": self.purge.status_of(copies), "copies": copies,
+                                            "kind": "memory"})
 
-    def _account_status(self, head: dict[str, Any], total: int, copies: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"forget_id": head["forget_id"], "status": self.purge.status_of(copies), "copies": copies,
-                "kind": "account", "person": head["person"], "memories": total,
-                "receipts_cleared": head["receipts_cleared"], "requested_at": head["requested_at"],
-                "finished_at": head["finished_at"]}
+    def _account_status(self, head: dict[str, Any], total: int, copies: list[dict[str, Any]]) -> ForgetStatus:
+        return ForgetStatus.model_validate({"forget_id": head["forget_id"], "status": self.purge.status_of(copies),
+                                            "copies": copies, "kind": "account", "person": head["person"],
+                                            "memories": total, "receipts_cleared": head["receipts_cleared"],
+                                            "requested_at": head["requested_at"],
+                                            "finished_at": head["finished_at"]})
 
     def list_forgets(self, caller: Caller, *, limit: int, cursor: str | None) -> ForgetList:
         """The caller's forgets, newest first: a person's memory forgets (those an account forget made
@@ -317,4 +319,4 @@ class ForgettingService:
         if len(rows) > limit:
             last = page[-1]
             next_cursor = encode_cursor(last["requested_at"], last["forget_id"])
-        return ForgetList(items=[ForgetStatus.model_validate(i) for i in items], next_cursor=next_cursor)
+        return ForgetList(items=items, next_cursor=next_cursor)
