@@ -55,7 +55,7 @@ typecheck: install
 	$(BIN)/mypy -p engram
 
 # The whole suite tries every property test's example count in full (ENGRAM_TEST_THOROUGH=1); one tier on
-# its own tries a fifth, for a quick loop (tests/helpers.py).
+# its own tries a fifth, for a quick loop (tests/support/helpers.py).
 test: install hindsight browser lint
 	ENGRAM_TEST_THOROUGH=1 $(BIN)/python -m pytest -q tests
 
@@ -69,7 +69,7 @@ test-e2e: install browser
 	$(BIN)/python -m pytest -q tests/e2e
 
 bench: install
-	$(BIN)/python bench/recall.py
+	$(BIN)/python -m bench.recall
 
 clean:
 	rm -rf $(VENV) .venv-hindsight .engram build .mypy_cache

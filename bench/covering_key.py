@@ -1,6 +1,6 @@
 """What the recall terms' covering key (migration 0013, ADR 0035) costs and buys at one size.
 
-    .venv/bin/python bench/covering_key.py [--size 100000] [--queries 300] [--out FILE]
+    .venv/bin/python -m bench.covering_key [--size 100000] [--queries 300] [--out FILE]
 
 Seeds `--size` memories as bench/scale.py does (the same population, stored through the event store
 and projected, then `VACUUM ANALYZE`), puts the terms' key back as it was before 0013, and measures
@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from harness import fresh_engram, pct
-from scale import BOT, population, queries, seed
 
 from engram.adapters.migrations import shipped
 from engram.domain.scope import Caller
+
+from bench.harness import fresh_engram, pct
+from bench.scale import BOT, population, queries, seed
 
 OLD_KEY = ("ALTER TABLE engram_recall_terms DROP CONSTRAINT engram_recall_terms_pkey, "
            "ADD PRIMARY KEY (company, person, term, memory_id, revision)")

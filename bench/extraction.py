@@ -1,8 +1,8 @@
 """Extraction quality: precision and recall of an extractor on the labelled EN+ZH message set.
 
-    .venv/bin/python bench/extraction.py                 # the rule extractor
-    .venv/bin/python bench/extraction.py --extractor llm # OpenAIExtractor over HTTP against the test double
-    .venv/bin/python bench/extraction.py --split heldout --misses
+    .venv/bin/python -m bench.extraction                 # the rule extractor
+    .venv/bin/python -m bench.extraction --extractor llm # OpenAIExtractor over HTTP against the test double
+    .venv/bin/python -m bench.extraction --split heldout --misses
 
 The set is `bench/data/extraction/{en,zh}.txt` (format in its README.md). Matching rule: a proposal
 is correct when its quote is in the message and shares at least half of its own content characters
@@ -11,8 +11,9 @@ punctuation), positions compared within the message. Matching is one to one, bes
 each expected memory is matched at most once, and a proposal matching nothing (a duplicate
 included) is a false positive. Precision = correct / proposals; recall = matched / expected.
 
-`--extractor llm` (without `--llm-url`) starts the suite's fake OpenAI-compatible server (tests/fake_llm.py), which answers
-each message with its labelled memories plus, for every fifth message, a quote that is not in it;
+`--extractor llm` (without `--llm-url`) starts the suite's fake OpenAI-compatible server
+(tests/support/fake_llm.py), which answers each message with its labelled memories plus, for every fifth
+message, a quote that is not in it;
 the proposals then pass the server's own checks (`accept_proposals`). It checks the plumbing (exact
 quotes kept, invented quotes dropped), not a real model's quality.
 """
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import sys
 import time
 import unicodedata
 from collections import defaultdict
@@ -301,12 +301,11 @@ def main() -> None:
     if args.extractor == "rules":
         extract = rule_quotes()
     else:
-        sys.path.insert(0, str(ROOT / "tests"))
         from engram.adapters.content_rules import ContentRules
         from engram.adapters.extractors import OpenAIExtractor
         from engram.domain.extraction import accept_proposals
 
-        from fake_llm import FakeLLM
+        from tests.support.fake_llm import FakeLLM
 
         url = args.llm_url
         if url is None:

@@ -1,6 +1,6 @@
 """Faults under load: the distributed deployment as separate processes, one dependency failing at a time.
 
-    .venv/bin/python bench/faults.py [--faults postgres,broker,hindsight,worker,api] [--clients 4]
+    .venv/bin/python -m bench.faults [--faults postgres,broker,hindsight,worker,api] [--clients 4]
         [--baseline 5] [--outage 8] [--recovery 20] [--drain 180] [--no-hindsight] [--out FILE] [--keep]
 
 On an embedded PostgreSQL in a temporary directory, the tansu broker and a real Hindsight 1.1.0 (on
@@ -56,13 +56,13 @@ from typing import Any
 
 import httpx
 import psycopg
-from harness import start_hindsight
 
 from engram.adapters.database import Database, EmbeddedPostgres
 
-from broker import TansuBroker  # tests/, put on the path by harness
-from deployment import Deployment, pg_ctl, postmaster, start_postgres
-from helpers import token, wait_until_ready
+from bench.harness import start_hindsight
+from tests.support.broker import TansuBroker
+from tests.support.deployment import Deployment, pg_ctl, postmaster, start_postgres
+from tests.support.helpers import token, wait_until_ready
 
 COMPANY = "acme"
 FAULTS = ("postgres", "broker", "hindsight", "worker", "api")

@@ -1,7 +1,7 @@
 """The floor under issue 17's write targets on this machine: what the chosen stack costs before Engram
 does anything, measured the way `bench/writes.py` measures a remember.
 
-    .venv/bin/python bench/floor.py [--requests 3000] [--clients 16] [--commits 3000]
+    .venv/bin/python -m bench.floor [--requests 3000] [--clients 16] [--commits 3000]
 
 - `http_async` and `http_thread`: uvicorn (as `engram serve` runs it: uvloop, httptools) serving a
   FastAPI app whose `POST /v1/memories` reads a body of a remember's shape into a pydantic model and
@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from harness import free_port, wait_healthy
-from writes import cpu_seconds, drive, figures
 
 from engram.adapters.database import EmbeddedPostgres
+
+from bench.harness import free_port, wait_healthy
+from bench.writes import cpu_seconds, drive, figures
 
 APP = '''
 from fastapi import FastAPI

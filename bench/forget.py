@@ -1,7 +1,7 @@
 """Forget: the latency of one forget (event, key destruction, tombstone and receipt clearing in one
 transaction, then every in-process view), beside a remember measured in the same run as the baseline.
 
-    .venv/bin/python bench/forget.py [--memories 300]
+    .venv/bin/python -m bench.forget [--memories 300]
 
 Embedded PostgreSQL, in-process projectors, the file journal. Half the forgotten memories were
 learned from a receipt (their forget also clears the receipt's payload), half were remembered.
@@ -50,7 +50,7 @@ def main() -> None:
                                              occurred_at=None, visibility="general", team=None, valid_from=None,
                                              valid_to=None)
                 remember_ms.append((time.perf_counter() - started) * 1000)
-                remembered.append(m["id"])
+                remembered.append(m.id)
             for i in range(args.memories // 2):
                 engram.learning.receive(ALICE, receipt_id=f"r-{i}", author="user", kind="message",
                                         text=f"I prefer tea number {i} in the morning.", occurred_at=None,

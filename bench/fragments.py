@@ -1,8 +1,8 @@
 """Fragments among candidates: the share of the rule extractor's candidates that do not stand on their own,
 on whole conversations (ADR 0041; issue target: at most 10%).
 
-    .venv/bin/python bench/fragments.py --dump candidates.tsv   # what the rules propose, for a reader to judge
-    .venv/bin/python bench/fragments.py                         # the share, from the judged candidates
+    .venv/bin/python -m bench.fragments --dump candidates.tsv   # what the rules propose, for a reader to judge
+    .venv/bin/python -m bench.fragments                         # the share, from the judged candidates
 
 `bench/data/conversations/{en,zh}.txt` hold conversations written without sight of the rules
 (README.md there): the rules were tuned on them. `bench/data/conversations_final/` holds a second set,

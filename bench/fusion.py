@@ -1,8 +1,8 @@
 """Search recall's fusion constants (service.recall.Fusion) on the tuning rounds, offline.
 
-    .venv/bin/python bench/meaning.py --round tune --dump /tmp/meaning.pkl
-    .venv/bin/python bench/quality.py --dump /tmp/quality.pkl
-    .venv/bin/python bench/fusion.py /tmp/meaning.pkl /tmp/quality.pkl
+    .venv/bin/python -m bench.meaning --round tune --dump /tmp/meaning.pkl
+    .venv/bin/python -m bench.quality --dump /tmp/quality.pkl
+    .venv/bin/python -m bench.fusion /tmp/meaning.pkl /tmp/quality.pkl
 
 Each dump holds, per question, the words' BM25 rows and the similarity (a z-score against the
 background, adapters/background.py) of every memory of its person, so

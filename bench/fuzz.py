@@ -1,6 +1,6 @@
 """Fuzz the HTTP API from its /openapi.json: cases run, status-code histogram, 5xx count.
 
-    .venv/bin/python bench/fuzz.py [--examples 110] [--extremes 1500] [--no-conformance]
+    .venv/bin/python -m bench.fuzz [--examples 110] [--extremes 1500] [--no-conformance]
 
 The harness is the test suite's (tests/integration/test_fuzz.py): schemathesis positive and negative
 cases for every operation as a user, a registered bot, an admin and without a token, then explicit
@@ -20,16 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from engram.adapters.database import EmbeddedPostgres
+from engram.api.bootstrap import Engram
+from engram.api.http import create_app
+from engram.service.settings import Settings
 
-from engram.adapters.database import EmbeddedPostgres  # noqa: E402
-from engram.api.bootstrap import Engram  # noqa: E402
-from engram.api.http import create_app  # noqa: E402
-from engram.service.settings import Settings  # noqa: E402
-from integration.test_fuzz import run_fuzz  # noqa: E402
-
-from helpers import SECRET  # noqa: E402
+from tests.integration.test_fuzz import run_fuzz
+from tests.support.helpers import SECRET
 
 
 def main() -> int:

@@ -23,12 +23,11 @@ from typing import Any
 import httpx
 import psycopg
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the Hindsight mode borrows the suite's server and fake LLM
+from engram.adapters.database import Database, EmbeddedPostgres
+from engram.api.bootstrap import Engram
+from engram.service.settings import Settings
 
-from engram.adapters.database import Database, EmbeddedPostgres  # noqa: E402
-from engram.api.bootstrap import Engram  # noqa: E402
-from engram.service.settings import Settings  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def pct(values: list[float], p: float) -> float:
@@ -83,7 +82,7 @@ def start_hindsight(db: Database, tmp: Path, engram_master: str, embeddings: tup
     from engram.adapters.crypto import MasterKey
     from engram.hindsight_guard.tokens import public_key_text
 
-    from hindsight_server import start_with_fake_llm
+    from tests.support.hindsight_server import start_with_fake_llm
 
     key = public_key_text(MasterKey.from_text(engram_master).hindsight_signing_key())
     return start_with_fake_llm(db.with_dbname("hindsight_bench"), tmp / "hindsight.log", guard_public_key=key,

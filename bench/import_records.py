@@ -1,7 +1,7 @@
 """`engram import` throughput and memory: records per second for the check and the writes, a second
 run (all duplicates), and the peak resident memory.
 
-    .venv/bin/python bench/import_records.py [--records 2000] [--people 50]
+    .venv/bin/python -m bench.import_records [--records 2000] [--people 50]
 
 On a fresh embedded PostgreSQL in a temporary directory, in-process (projectors settle each write).
 """

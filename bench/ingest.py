@@ -1,6 +1,6 @@
 """Ingest: receipts per second through the rule-based extractor, and receipt-to-candidate latency.
 
-    .venv/bin/python bench/ingest.py [--receipts 2000]
+    .venv/bin/python -m bench.ingest [--receipts 2000]
 
 Phase 1 stores receipts as fast as one client can (intake). Phase 2 drains the queue with one worker
 (extraction + candidates). Phase 3 sends receipts at half that rate with a worker polling every

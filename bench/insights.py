@@ -1,8 +1,8 @@
 """The local insight proposer on paraphrased repeats and on the pairs it must not join (bench/data/insights).
 
-    .venv/bin/python bench/insights.py                   # the held-out round (final.json)
-    .venv/bin/python bench/insights.py --round tune      # the tuning round, with every threshold
-    .venv/bin/python bench/insights.py --json out.json
+    .venv/bin/python -m bench.insights                   # the held-out round (final.json)
+    .venv/bin/python -m bench.insights --round tune      # the tuning round, with every threshold
+    .venv/bin/python -m bench.insights --json out.json
 
 Each pair is two things one person said (`same`: the same preference or instruction again, in other
 words or the other language; otherwise a contrast, a negation, a related or an unrelated one). Each
@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from harness import fresh_engram
-
 from engram.adapters import insight_local
 from engram.adapters.insight_local import LocalProposer
 from engram.domain.insight import Group, Proposal
 from engram.domain.scope import Caller
 from engram.service.pending_writes import collecting
+
+from bench.harness import fresh_engram
 
 DATA = Path(__file__).resolve().parent / "data" / "insights"
 COMPANY = "bench"
@@ -55,8 +55,8 @@ def remember(engram: Any, person: str, text: str, mid: UUID, n: int) -> None:
                                                               "message_id": f"m{n}"},
                                    occurred_at=None, visibility="general", team=None, valid_from=None,
                                    valid_to=None, id=mid)
-    if doc["status"] != "confirmed":
-        engram.memories.confirm(caller, str(doc["id"]), text=None, acknowledge_sensitive=True)
+    if doc.status != "confirmed":
+        engram.memories.confirm(caller, str(doc.id), text=None, acknowledge_sensitive=True)
 
 
 class AlikeProposer(LocalProposer):

@@ -1,7 +1,7 @@
 """Master-key rotation (ADR 0030): how fast `engram keys rotate` re-wraps data keys, and what a forget
 waits meanwhile.
 
-    .venv/bin/python bench/key_rotation.py [--keys 100000] [--batch-size 500]
+    .venv/bin/python -m bench.key_rotation [--keys 100000] [--batch-size 500]
 
 Seeds N data keys wrapped by an old master key straight into the key store of an embedded PostgreSQL,
 then re-wraps them under a new key with the same code as `engram keys rotate`, while another thread

@@ -1,6 +1,6 @@
 """Mixed load over HTTP, big remembers, and forget until purge complete.
 
-    .venv/bin/python bench/load.py [--clients 32] [--seconds 30] [--seed 1000] [--big 100] [--forgets 50]
+    .venv/bin/python -m bench.load [--clients 32] [--seconds 30] [--seed 1000] [--big 100] [--forgets 50]
         [--processes 1] [--out FILE]
 
 On a fresh embedded PostgreSQL in a temporary directory, a separate `engram serve` process (projectors
@@ -34,10 +34,11 @@ from collections import Counter
 from typing import Any
 
 import httpx
-from harness import fresh_engram, pct
-from writes import WORDS, serving
 
 from engram.api.identity import issue_token
+
+from bench.harness import fresh_engram, pct
+from bench.writes import WORDS, serving
 
 PEOPLE = [f"person-{i}" for i in range(20)]
 BOT = "b-load"

@@ -1,9 +1,9 @@
 """Recall by meaning on fresh paraphrase, cross-lingual and no-answer questions (bench/data/paraphrase).
 
-    .venv/bin/python bench/meaning.py                    # the held-out round (final.json), every ranking
-    .venv/bin/python bench/meaning.py --round tune       # the tuning round
-    .venv/bin/python bench/meaning.py --round tune --dump tune.pkl   # for bench/fusion.py
-    .venv/bin/python bench/meaning.py --json out.json
+    .venv/bin/python -m bench.meaning                    # the held-out round (final.json), every ranking
+    .venv/bin/python -m bench.meaning --round tune       # the tuning round
+    .venv/bin/python -m bench.meaning --round tune --dump tune.pkl   # for bench/fusion.py
+    .venv/bin/python -m bench.meaning --json out.json
 
 Every memory of every person is remembered through the memory service (a memory the review rules hold
 as sensitive is confirmed by its person), the embedding worker embeds them all (its rate is printed),
@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from harness import dump_fusion_components, fresh_engram, pct
-
 from engram.domain.scope import Caller
 from engram.service.pending_writes import collecting
+
+from bench.harness import dump_fusion_components, fresh_engram, pct
 
 DATA = Path(__file__).resolve().parent / "data" / "paraphrase"
 COMPANY = "bench"
@@ -60,9 +60,9 @@ def remember_all(engram: Any, people: list[dict[str, Any]]) -> int:
                                                                                "message_id": f"m{i}"},
                                                occurred_at=None, visibility="general", team=None, valid_from=None,
                                                valid_to=None, id=memory_id(m["id"]))
-                if doc["status"] != "confirmed":
+                if doc.status != "confirmed":
                     held += 1
-                    engram.memories.confirm(caller, str(doc["id"]), text=None, acknowledge_sensitive=True)
+                    engram.memories.confirm(caller, str(doc.id), text=None, acknowledge_sensitive=True)
     engram.runner.catch_up_all()
     return held
 
@@ -82,14 +82,14 @@ def rank_words(engram: Any, meaning: Any, q: dict[str, Any]) -> list[str]:
                                       max_bytes=1 << 20, limit=10)
     finally:
         engram.recall.meaning = meaning
-    return [i["id"] for i in answer["items"]]
+    return [i.id for i in answer.items]
 
 
 def rank_fused(engram: Any, q: dict[str, Any]) -> list[str]:
     answer = engram.recall.recall(Caller(COMPANY, q["person"], "user"), query=q["text"], as_of=None,
                                   max_bytes=1 << 20, limit=10)
-    assert not answer["degraded"], "the model missed its deadline: raise ENGRAM_EMBEDDINGS_DEADLINE_MS for the bench"
-    return [i["id"] for i in answer["items"]]
+    assert not answer.degraded, "the model missed its deadline: raise ENGRAM_EMBEDDINGS_DEADLINE_MS for the bench"
+    return [i.id for i in answer.items]
 
 
 def rank_meaning(engram: Any, q: dict[str, Any]) -> list[str]:

@@ -1,6 +1,6 @@
 """How soon a remembered memory is found by its meaning, and what embedding costs the writes.
 
-    .venv/bin/python bench/meaning_lag.py [--remembers 200] [--rate 4] [--alternate 3] [--burst 300]
+    .venv/bin/python -m bench.meaning_lag [--remembers 200] [--rate 4] [--alternate 3] [--burst 300]
 
 A separate `engram serve` (the embedded default, in-process projectors and embedding worker) on a fresh
 embedded PostgreSQL:
@@ -28,10 +28,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from harness import fresh_engram, pct
-from writes import cpu_seconds, drive, serving
 
 from engram.api.identity import issue_token
+
+from bench.harness import fresh_engram, pct
+from bench.writes import cpu_seconds, drive, serving
 
 WORDS = ("river", "garden", "violin", "bakery", "harbour", "lantern", "meadow", "orchard", "compass", "glacier",
          "saffron", "tram", "quilt", "falcon", "pebble", "cinema", "atlas", "canyon", "maple", "kettle")
@@ -94,7 +95,7 @@ def main() -> None:
     ap.add_argument("--burst", type=int, default=300)
     ap.add_argument("--alternate", type=int, default=3)
     args = ap.parse_args()
-    report: dict[str, Any] = {"command": " ".join(["bench/meaning_lag.py", *sys.argv[1:]]),
+    report: dict[str, Any] = {"command": " ".join(["python -m bench.meaning_lag", *sys.argv[1:]]),
                               "load_average_before": open("/proc/loadavg").read().split()[:3], "writes": []}
     os.environ["ENGRAM_EMBEDDINGS"] = "local"
     with fresh_engram(lazy_commit=True) as bench, serving(bench) as url:

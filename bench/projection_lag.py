@@ -1,6 +1,6 @@
 """Projection lag and throughput, embedded and over Kafka.
 
-    .venv/bin/python bench/projection_lag.py [--writes 200] [--events 5000]
+    .venv/bin/python -m bench.projection_lag [--writes 200] [--events 5000]
 
 1. confirm-to-recallable: the time from an explicit remember until recall can return it, in the
    embedded default (projectors in-process) and in Kafka mode (relay + one worker, tansu broker);
@@ -30,20 +30,16 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from engram.adapters.database import EmbeddedPostgres
+from engram.adapters.kafka_relay import Relay
+from engram.adapters.kafka_worker import ProjectorWorker
+from engram.api.bootstrap import Engram
+from engram.domain.memory import Memory
+from engram.domain.scope import Caller, Scope
+from engram.service.settings import Settings
 
-from harness import save_in_batches  # noqa: E402
-
-from engram.adapters.database import EmbeddedPostgres  # noqa: E402
-from engram.adapters.kafka_relay import Relay  # noqa: E402
-from engram.adapters.kafka_worker import ProjectorWorker  # noqa: E402
-from engram.api.bootstrap import Engram  # noqa: E402
-from engram.domain.memory import Memory  # noqa: E402
-from engram.domain.scope import Caller, Scope  # noqa: E402
-from engram.service.settings import Settings  # noqa: E402
-
-from broker import TansuBroker  # noqa: E402
+from bench.harness import save_in_batches
+from tests.support.broker import TansuBroker
 
 ALICE = Caller("acme", "alice", "user")
 SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}

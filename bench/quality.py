@@ -1,9 +1,9 @@
 """Recall quality on the conversational benchmark in bench/data/quality (see bench/quality_data.py).
 
-    .venv/bin/python bench/quality.py                      # Engram SQL only and plain BM25, both languages
-    .venv/bin/python bench/quality.py --lang zh --limit 60 # a quick run
-    .venv/bin/python bench/quality.py --hindsight          # also Engram with Hindsight, and Hindsight direct
-    .venv/bin/python bench/quality.py --json figures.json
+    .venv/bin/python -m bench.quality                      # Engram SQL only and plain BM25, both languages
+    .venv/bin/python -m bench.quality --lang zh --limit 60 # a quick run
+    .venv/bin/python -m bench.quality --hindsight          # also Engram with Hindsight, and Hindsight direct
+    .venv/bin/python -m bench.quality --json figures.json
 
 Every turn of every dialogue, the person's and the assistant's, is remembered through the memory
 service as a confirmed memory of that person (source kind chat, id = the conversation, message_id =
@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from harness import Bench, dump_fusion_components, fresh_engram, pct
-
 from engram.domain.scope import Caller, Scope
 from engram.service.pending_writes import collecting
+
+from bench.harness import Bench, dump_fusion_components, fresh_engram, pct
 
 DATA = Path(__file__).resolve().parent / "data" / "quality"
 COMPANY = "bench"
@@ -163,9 +163,9 @@ def remember_all(bench: Bench, turns: dict[str, list[dict[str, Any]]], threads: 
                 doc = memories.remember(caller, text=turn["text"], source=source,
                                         occurred_at=instant(turn["occurred_at"]), visibility="general", team=None,
                                         valid_from=None, valid_to=None, id=UUID(memory_id(turn["id"])))
-                if doc["status"] != "confirmed":
+                if doc.status != "confirmed":
                     held += 1
-                    memories.confirm(caller, str(doc["id"]), text=None, acknowledge_sensitive=True)
+                    memories.confirm(caller, str(doc.id), text=None, acknowledge_sensitive=True)
         return held
 
     settler, ledger.settler = ledger.settler, Deferred()
@@ -216,8 +216,8 @@ class EngramRanker:
         answer = self.recall.recall(Caller(COMPANY, q["person"], "user"), query=q["question"],
                                     as_of=instant(q.get("asked_at")) or datetime.now(UTC),
                                     max_bytes=1 << 20, limit=max(KS))
-        self.degraded += bool(answer.get("degraded"))
-        return [self.turn_of[item["id"]] for item in answer["items"] if item["id"] in self.turn_of]
+        self.degraded += bool(answer.degraded)
+        return [self.turn_of[item.id] for item in answer.items if item.id in self.turn_of]
 
 
 def hindsight_ranker(bench: Bench, turn_of: dict[str, str]) -> Ranker:

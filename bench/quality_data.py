@@ -1,7 +1,7 @@
 """Builds the recall-quality benchmark (bench/data/quality/{en,zh}.json) from the seed text in
 bench/quality_text_en.py and bench/quality_text_zh.py. Deterministic: the same seed text gives the same files.
 
-    .venv/bin/python bench/quality_data.py        # rewrites bench/data/quality/*.json
+    .venv/bin/python -m bench.quality_data        # rewrites bench/data/quality/*.json
 
 Each person has twelve sessions with the assistant over about four months. Into them go the person's
 facts (stated by the person, or given as the reply to the assistant's question), facts that a later
@@ -24,8 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import quality_text_en
-import quality_text_zh
+from bench import quality_text_en, quality_text_zh
 
 OUT = Path(__file__).resolve().parent / "data" / "quality"
 SESSIONS = 12

@@ -1,6 +1,6 @@
 """Time to rebuild the recall view from N stored events (default 100,000).
 
-    .venv/bin/python bench/rebuild.py [--events 100000] [--receipts 0]
+    .venv/bin/python -m bench.rebuild [--events 100000] [--receipts 0]
 
 Seeds N events (half `Remembered`, half `Corrected`) straight into the event store, then runs the
 same rebuild as `engram projections rebuild recall` (new tables filled batch by batch beside the
@@ -23,12 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from uuid import uuid4
 
-from harness import save_in_batches, seed_corrected
-
 from engram.adapters.database import EmbeddedPostgres
 from engram.api.bootstrap import Engram
 from engram.domain.receipt import Receipt
 from engram.service.settings import Settings
+
+from bench.harness import save_in_batches, seed_corrected
 
 WORDS = [f"w{i}" for i in range(2000)]
 

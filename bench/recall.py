@@ -1,7 +1,7 @@
 """Recall latency: seed N confirmed memories across 10 people, print p50/p95 in-process and over HTTP.
 
-    .venv/bin/python bench/recall.py [--sizes 1000,10000] [--queries 300]
-    .venv/bin/python bench/recall.py --hindsight [--sizes 1000] [--people 10] [--deadline-ms 1000]
+    .venv/bin/python -m bench.recall [--sizes 1000,10000] [--queries 300]
+    .venv/bin/python -m bench.recall --hindsight [--sizes 1000] [--people 10] [--deadline-ms 1000]
         [--slow-every 10] [--sweep] [--before FILE]
 
 Runs on a fresh embedded PostgreSQL in a temporary directory. The HTTP figures come from a separate
@@ -40,15 +40,17 @@ from pathlib import Path
 from uuid import uuid4
 
 import httpx
-from harness import free_port, pct, start_hindsight, wait_healthy
 
 from engram.adapters.database import EmbeddedPostgres
 from engram.api.bootstrap import Engram
 from engram.api.identity import issue_token
+from engram.contract.responses import RecallOut
 from engram.domain.evidence import Evidence, Source
 from engram.domain.memory import Memory
 from engram.domain.scope import Caller, Scope
 from engram.service.settings import Settings
+
+from bench.harness import free_port, pct, start_hindsight, wait_healthy
 
 PEOPLE = [f"person-{i}" for i in range(10)]
 rng = random.Random(7)
@@ -132,7 +134,8 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
                     deadline_ms: float, *, slow_every: int, sweep: bool, before: Path | None) -> None:
     """Every mode answers each query in turn (interleaved), so the machine's load falls on all alike."""
     from engram.adapters.hindsight import HindsightClient, SemanticIndex, bank_for
-    from slow_proxy import SlowProxy
+
+    from tests.support.slow_proxy import SlowProxy
 
     assert engram.syncer is not None
     t = time.perf_counter()
@@ -152,7 +155,7 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
         proxies.append(SlowProxy(upstream, mode="trickle", every=slow_every, chunk=512, gap=0.03))
         return proxies[-1].url
 
-    def recall(person: str, q: str) -> dict:
+    def recall(person: str, q: str) -> RecallOut:
         return engram.recall.recall(Caller("acme", person, "bot", bot="b-1"), query=q, as_of=None,
                                      max_bytes=17500, limit=20)
 
@@ -199,7 +202,7 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
 
             mode.hints = counting  # type: ignore[attr-defined]
 
-    def ask(mode: object, person: str, q: str) -> dict:
+    def ask(mode: object, person: str, q: str) -> object:
         if callable(mode):
             return mode(person, q)
         engram.recall.meaning = meaning if mode == "meaning" else None  # the other modes rank as they did before it
@@ -224,7 +227,7 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
     n = len(qs)
     for label, _ in modes:
         ts, seen = times[label], hinted[label]
-        degraded = sum(bool(isinstance(a, dict) and a.get("degraded")) for a in answers[label])
+        degraded = sum(bool(isinstance(a, RecallOut) and a.degraded) for a in answers[label])
         mean_hints = f"{statistics.mean(seen):>6.1f}" if seen else f"{'-':>6}"
         took = asking[label]
         ask_figures = f"{pct(took, 95):>8.2f} {max(took):>8.2f}" if took else f"{'-':>8} {'-':>8}"
@@ -236,7 +239,7 @@ def bench_hindsight(engram: Engram, size: int, qs: list[tuple[str, str]], server
         for mt, most in SWEEP:
             engram.recall.semantic = SemanticIndex(HindsightClient(url, signing_key=key), 10_000, max_tokens=mt,
                                                    most=most)
-            tops.append([[i["id"] for i in recall(person, q)["items"][:10]] for person, q in qs[:100]])
+            tops.append([[i.id for i in recall(person, q).items[:10]] for person, q in qs[:100]])
         engram.recall.semantic = None
         for (mt, most), top in zip(SWEEP, tops, strict=True):
             shared = [len(set(t) & set(f)) / len(f) for t, f in zip(top, tops[0], strict=True) if f]
@@ -297,7 +300,7 @@ def main() -> None:
             ip = bench_inprocess(engram, qs)
             items = statistics.mean(
                 len(engram.recall.recall(Caller("acme", p, "user"), query=q, as_of=None, max_bytes=17500,
-                                          limit=20)["items"]) for p, q in qs[:50])
+                                          limit=20).items) for p, q in qs[:50])
             print(f"{n:>9} {'in-process':<11} {pct(ip, 50):>8.2f} {pct(ip, 95):>8.2f} {items:>10.1f}")
             port = free_port()
             env = {**os.environ, "ENGRAM_DATABASE_URL": url_db, "ENGRAM_MASTER_KEY": master,

@@ -1,7 +1,7 @@
 """Train and measure the relation probe (adapters/relation_probe.py, ADR 0043).
 
-    .venv/bin/python bench/relation_probe.py            # cross-validated figures, and the parts held out
-    .venv/bin/python bench/relation_probe.py --write    # ... and write the weights the package ships
+    .venv/bin/python -m bench.relation_probe            # cross-validated figures, and the parts held out
+    .venv/bin/python -m bench.relation_probe --write    # ... and write the weights the package ships
 
 A three-way logistic regression (different, duplicate, update) over the packaged model's passage vectors
 of both sides of a pair (their product, their absolute difference, their cosine; standardised), trained on
@@ -16,20 +16,17 @@ then the probe, for a pair at least MEANING_ASK alike). Deterministic: the same 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import relations as bench  # the labelled pairs' loader
-
 from engram.adapters.embedders import LocalEmbedder
 from engram.adapters.relation_probe import CLASSES, WEIGHTS, pair_features
 from engram.domain.relation import DUPLICATE, UPDATE, relate, same_values
 from engram.service.relations import MEANING_ASK, MEANING_DUPLICATE
+
+from bench import relations as bench  # the labelled pairs' loader
 
 HELD_OUT = ("round3",)
 THRESHOLDS = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)

@@ -1,7 +1,7 @@
 """Duplicate and update detection (ADR 0041): precision and recall of `engram.domain.relation.relate` on
 labelled pairs of an earlier confirmed memory and a later statement of the same person.
 
-    .venv/bin/python bench/relations.py [--split tune|final|all] [--meaning] [--show-text]
+    .venv/bin/python -m bench.relations [--split tune|final|all] [--meaning] [--show-text]
 
 The pairs live in bench/data/relations/ (README.md there): `tune.tsv` was used to write and tune the
 rules; `final.tsv` was written apart, by someone who had not seen the rules, and never tuned on.

@@ -1,7 +1,7 @@
 """What a request costs the API process itself: recall and remember through the ASGI app, and the
 same calls straight into the services, in one process, without sockets or HTTP clients.
 
-    .venv/bin/python bench/request_path.py [--memories 1000] [--requests 1000] [--out FILE]
+    .venv/bin/python -m bench.request_path [--memories 1000] [--requests 1000] [--out FILE]
 
 On a fresh embedded PostgreSQL in a temporary directory, an in-process Engram (no background loops)
 and the app `engram serve` runs (`create_app`) get:
@@ -35,12 +35,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness import fresh_engram, pct
-from writes import WORDS, sentence
-
 from engram.api.http import create_app
 from engram.api.identity import issue_token
 from engram.domain.scope import Caller
+
+from bench.harness import fresh_engram, pct
+from bench.writes import WORDS, sentence
 
 PEOPLE = [f"person-{i}" for i in range(10)]
 

@@ -1,6 +1,6 @@
 """Recall latency, the API's resident memory and the views' size at 1,000 / 10,000 / 100,000 memories.
 
-    .venv/bin/python bench/scale.py [--sizes 1000,10000,100000] [--clients 1,4] [--queries 300] [--processes 1]
+    .venv/bin/python -m bench.scale [--sizes 1000,10000,100000] [--clients 1,4] [--queries 300] [--processes 1]
         [--per-person 100] [--out FILE]
 
 Each size gets a fresh embedded PostgreSQL (`synchronous_commit` off on that throwaway server) and its
@@ -46,14 +46,15 @@ from typing import Any
 
 import httpx
 import psycopg
-from harness import fresh_engram, pct, save_in_batches
-from writes import drive, serving
 
 from engram.adapters.blind_index import index_terms
 from engram.api.identity import issue_token
 from engram.domain.evidence import Evidence, Source
 from engram.domain.memory import Memory
 from engram.domain.scope import Caller, Scope
+
+from bench.harness import fresh_engram, pct, save_in_batches
+from bench.writes import drive, serving
 
 WORDS = json.loads((Path(__file__).resolve().parent / "data" / "scale" / "words.json").read_text(encoding="utf-8"))
 COMPANIES = (("northwind", 0.6), ("lakeside", 0.3), ("orchard", 0.1))
@@ -389,7 +390,7 @@ def main() -> int:
     args.clients = [int(c) for c in args.clients.split(",")]
     with open("/proc/loadavg") as f:
         load_before = f.read().split()[:3]
-    report: dict[str, Any] = {"command": " ".join(["bench/scale.py", *sys.argv[1:]]), "clients": args.clients,
+    report: dict[str, Any] = {"command": " ".join(["python -m bench.scale", *sys.argv[1:]]), "clients": args.clients,
                               "queries_per_kind": args.queries, "cores": os.cpu_count(),
                               "load_average_before": load_before, "sizes": {}}
     for size in (int(s) for s in args.sizes.split(",")):

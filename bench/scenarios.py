@@ -1,8 +1,8 @@
 """Forty frozen scenarios over HTTP, each run several times, with a JSON report of what was exercised.
 
-    .venv/bin/python bench/scenarios.py [--runs 3] [--only ID_OR_AREA,...] [--out FILE]
-    .venv/bin/python bench/scenarios.py --url http://127.0.0.1:8080 --token-secret SECRET [--runs 3]
-    .venv/bin/python bench/scenarios.py --url http://127.0.0.1:8080 --token-command "engram token" [--runs 3]
+    .venv/bin/python -m bench.scenarios [--runs 3] [--only ID_OR_AREA,...] [--out FILE]
+    .venv/bin/python -m bench.scenarios --url http://127.0.0.1:8080 --token-secret SECRET [--runs 3]
+    .venv/bin/python -m bench.scenarios --url http://127.0.0.1:8080 --token-command "engram token" [--runs 3]
 
 The scenarios (bench/data/scenarios/scenarios.json: id, area, one-line purpose, step, parameters) cover
 capture, review, recall, correct, forget, isolation (companies, teams, sources, bots), time, insights,
@@ -13,7 +13,7 @@ independent of each other and of whatever else the service holds.
 Without `--url` the program starts two `engram serve` on the embedded default in a temporary
 directory (bench/harness.py): one as shipped (rule-based extraction, SQL recall), with quick background
 intervals, for everything but budgets and restore; and one whose model is the suite's fake
-OpenAI-compatible server (tests/fake_llm.py) with a daily budget of `--daily-calls` model calls per
+OpenAI-compatible server (tests/support/fake_llm.py) with a daily budget of `--daily-calls` model calls per
 company, for the budget scenarios and for the restore scenarios, which back it up with `engram backup`,
 stop it, `engram restore` and start it again (once a run, for all of them together).
 With `--url` it drives that service, signing tokens with `--token-secret` (or ENGRAM_TOKEN_SECRET), or
@@ -47,10 +47,10 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, EmbeddedServe
-from scenario_steps import BACKUP, RESTORE, STEPS, Ctx, Failed, Service
-
 from engram.api.identity import issue_token
+
+from bench.harness import ROOT, EmbeddedServe
+from bench.scenario_steps import BACKUP, RESTORE, STEPS, Ctx, Failed, Service
 
 DATA = ROOT / "bench" / "data" / "scenarios" / "scenarios.json"
 MODEL_AREAS = ("budgets", "restore")  # the areas served by the second service
@@ -99,7 +99,7 @@ def token_command(command: str) -> Callable[..., str]:
 def own_services(tmp: Path, daily_calls: int) -> Iterator[dict[str, Service]]:
     """The shipped service and the fake-model one, on the embedded default. The second starts in the
     background while the first serves its scenarios; `Service.ready` waits for it."""
-    from fake_llm import FakeLLM  # the suite's fake model (harness puts tests/ on the path)
+    from tests.support.fake_llm import FakeLLM  # the suite's fake model
 
     secret = "scenarios-" + uuid.uuid4().hex * 2
     quick = {"ENGRAM_WORKER_INTERVAL": "0.2", "ENGRAM_POLL_INTERVAL": "0.2"}
@@ -326,7 +326,7 @@ def main() -> int:
         offered = openapi_endpoints(shipped)
     exercised = {shape(e) for o in outcomes for e in o.endpoints}
     report = {
-        "program": "bench/scenarios.py", "scenarios_file": str(DATA.relative_to(ROOT)), "runs": args.runs,
+        "program": "python -m bench.scenarios", "scenarios_file": str(DATA.relative_to(ROOT)), "runs": args.runs,
         "mode": mode, "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                   "load_average_before": [round(x, 2) for x in load_before],
                                   "load_average_after": [round(x, 2) for x in os.getloadavg()]},

@@ -1,6 +1,6 @@
 """Sensitive-content rules: precision, recall and F1 on a labelled set of English and Chinese sentences.
 
-    .venv/bin/python bench/sensitive.py [--split tune|heldout1|...|heldout6|all] [--show-text]
+    .venv/bin/python -m bench.sensitive [--split tune|heldout1|...|heldout6|all] [--show-text]
 
 The set lives in bench/data/sensitive/ (README.md there gives the labelling policy and its history):
 the rules were tuned in rounds; each `heldoutN_*.tsv` was written after round N, measured once as

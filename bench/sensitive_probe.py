@@ -1,7 +1,7 @@
 """Train and measure the sensitive probe (adapters/sensitive_probe.py, ADR 0043).
 
-    .venv/bin/python bench/sensitive_probe.py            # cross-validated figures, and the rounds held out
-    .venv/bin/python bench/sensitive_probe.py --write    # ... and write the weights the package ships
+    .venv/bin/python -m bench.sensitive_probe            # cross-validated figures, and the rounds held out
+    .venv/bin/python -m bench.sensitive_probe --write    # ... and write the weights the package ships
 
 A logistic regression over the packaged model's vector of a sentence (its query vector, standardised),
 trained on every labelled sentence of bench/data/sensitive (secrets aside) and the everyday chat rounds
@@ -18,19 +18,16 @@ Deterministic: the same data give the same weights (fixed folds, plain gradient 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import sensitive as bench  # the labelled data's loaders
-
 from engram.adapters.content_rules import ContentRules
 from engram.adapters.embedders import LocalEmbedder
 from engram.adapters.sensitive_probe import WEIGHTS
+
+from bench import sensitive as bench  # the labelled data's loaders
 
 HELD_OUT = ("round5",)
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)

@@ -1,6 +1,6 @@
 """The write path: remember and receipts over HTTP, in-process projection and the recall view's rebuild.
 
-    .venv/bin/python bench/writes.py [--remembers 600] [--clients 1,16] [--receipts 600] [--batch 20]
+    .venv/bin/python -m bench.writes [--remembers 600] [--clients 1,16] [--receipts 600] [--batch 20]
         [--events 6000] [--profile] [--lazy-commit] [--processes 1] [--out FILE]
 
 On a fresh embedded PostgreSQL in a temporary directory, a separate `engram serve` process (projectors
@@ -50,13 +50,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import free_port, fresh_engram, pct, seed_corrected, wait_healthy
 
 from engram.api.bootstrap import Engram
 from engram.api.identity import issue_token
 from engram.domain.scope import Caller
 
-from helpers import counted_exchange
+from bench.harness import free_port, fresh_engram, pct, seed_corrected, wait_healthy
+from tests.support.helpers import counted_exchange
 
 PEOPLE = [f"person-{i}" for i in range(10)]
 WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ro", "si", "tu", "va", "ze")
@@ -131,8 +131,7 @@ def serving(bench: Any, processes: int = 1, kafka: int = 0) -> Iterator[str]:
     broker, helpers = None, []
     bench.projector_pids = []
     if kafka:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        from broker import TansuBroker
+        from tests.support.broker import TansuBroker
 
         broker = TansuBroker().start()
         env.update({"ENGRAM_KAFKA_BOOTSTRAP": broker.bootstrap, "ENGRAM_KAFKA_PARTITIONS": "8"})

@@ -13,9 +13,9 @@ from hypothesis import settings
 
 from engram.adapters.database import Database, EmbeddedPostgres
 
-from helpers import SECRET, examples, fresh_database
+from tests.support.helpers import SECRET, examples, fresh_database
 
-# hypothesis' own default (100 examples) in the whole suite, a fifth of it in a quick run (tests/helpers.py).
+# hypothesis' own default (100 examples) in the whole suite, a fifth of it in a quick run (tests/support/helpers.py).
 settings.register_profile("engram", max_examples=examples(100))
 settings.load_profile("engram")
 
@@ -73,7 +73,7 @@ def log_stream() -> Iterator[Any]:
 @pytest.fixture
 def llm() -> Iterator[Any]:
     """The fake OpenAI-compatible model server (the only fake besides embeddings)."""
-    from fake_llm import FakeLLM
+    from tests.support.fake_llm import FakeLLM
 
     server = FakeLLM().start()
     yield server

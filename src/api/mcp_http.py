@@ -24,7 +24,6 @@ from starlette.types import Receive, Scope, Send
 
 from engram.adapters.availability import UNAVAILABLE_ERRORS, DatabaseUnavailable
 from engram.contract.requests import CorrectIn, RecallIn, RememberIn
-from engram.contract.responses import CandidateOut, ForgetAccepted, ForgetStatus, History, MemoryList, MemoryOut, RecallOut
 from engram.domain.errors import DomainError
 from engram.domain.scope import Caller
 from engram.service.pending_writes import collecting
@@ -37,11 +36,6 @@ if TYPE_CHECKING:
 
 PATH = "/mcp"
 _CALLER = "engram.caller"  # the scope key the verified caller travels under
-
-
-def _document(model: type[BaseModel], document: dict[str, Any]) -> dict[str, Any]:
-    """What the HTTP API answers for this document: the model's fields the service returned."""
-    return model.model_validate(document).model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def _invalid(exc: ValidationError) -> Problem:
@@ -58,19 +52,17 @@ class ServiceBackend:
     def __init__(self, request: Request, caller: Caller) -> None:
         self.request, self.caller = request, caller
 
-    async def _run(self, work: Callable[[], dict[str, Any] | BaseModel], *, admit: bool = True) -> dict[str, Any]:
+    async def _run(self, work: Callable[[], BaseModel], *, admit: bool = True) -> dict[str, Any]:
         """One service call in a worker thread; a write answers once visible (API.md "Consistency"),
-        or after the timeout with `visible: false`, as the HTTP API's writes do. A typed answer becomes
-        the fields it set."""
+        or after the timeout with `visible: false`, as the HTTP API's writes do. The answer is what the
+        HTTP API answers: the fields the service set, as JSON."""
         ledger = await dependencies.ledger(self.request)
 
         def call() -> tuple[dict[str, Any], list[Any]]:
             with collecting() as pending:
                 if admit:
                     dependencies.require_admitted(self.caller, ledger)
-                answer = work()
-                if isinstance(answer, BaseModel):
-                    answer = answer.model_dump(by_alias=True, exclude_unset=True)
+                answer = work().model_dump(mode="json", by_alias=True, exclude_unset=True)
                 return answer, pending.recordings
 
         try:
@@ -90,54 +82,53 @@ class ServiceBackend:
     async def recall(self, body: dict[str, Any]) -> dict[str, Any]:
         service, who = await dependencies.recall_service(self.request), self.caller
 
-        def work() -> dict[str, Any]:
+        def work() -> BaseModel:
             b = RecallIn.model_validate(body)
             return service.recall(who, query=b.query, as_of=b.as_of, max_bytes=b.max_bytes, limit=b.limit)
 
-        return _document(RecallOut, await self._run(work, admit=False))  # recall works in every rollout mode
+        return await self._run(work, admit=False)  # recall works in every rollout mode
 
     async def remember(self, body: dict[str, Any]) -> dict[str, Any]:
         memories, who = await dependencies.memory_service(self.request), self.caller
 
-        def work() -> dict[str, Any]:
+        def work() -> BaseModel:
             b = RememberIn.model_validate(body)
             return memories.remember(who, text=b.text, source=b.source.model_dump(), occurred_at=b.occurred_at,
                                      visibility=b.visibility, team=b.team, valid_from=b.valid_from,
                                      valid_to=b.valid_to, tags=b.tags)
 
-        document = await self._run(work)
-        return _document(CandidateOut if document["status"] == "pending_review" else MemoryOut, document)
+        return await self._run(work)
 
     async def list_memories(self, q: str | None) -> dict[str, Any]:
         memories, who = await dependencies.memory_service(self.request), self.caller
-        return _document(MemoryList, await self._run(lambda: memories.list_memories(who, q=q, limit=50, cursor=None)))
+        return await self._run(lambda: memories.list_memories(who, q=q, limit=50, cursor=None))
 
     async def get_memory(self, memory_id: str) -> dict[str, Any]:
         memories, who = await dependencies.memory_service(self.request), self.caller
-        return _document(MemoryOut, await self._run(lambda: memories.get(who, memory_id)))
+        return await self._run(lambda: memories.get(who, memory_id))
 
     async def memory_history(self, memory_id: str) -> dict[str, Any]:
         memories, who = await dependencies.memory_service(self.request), self.caller
-        return _document(History, await self._run(lambda: memories.history(who, memory_id)))
+        return await self._run(lambda: memories.history(who, memory_id))
 
     async def correct_memory(self, memory_id: str, body: dict[str, Any]) -> dict[str, Any]:
         memories, who = await dependencies.memory_service(self.request), self.caller
 
-        def work() -> dict[str, Any]:
+        def work() -> BaseModel:
             b = CorrectIn.model_validate(body)
             return memories.correct(who, memory_id, text=b.text, valid_from=b.valid_from, valid_to=b.valid_to,
                                     reason=b.reason, acknowledge_sensitive=b.acknowledge_sensitive,
                                     source=b.source.model_dump() if b.source else None)
 
-        return _document(MemoryOut, await self._run(work))
+        return await self._run(work)
 
     async def forget_memory(self, memory_id: str) -> dict[str, Any]:
         memories, who = await dependencies.memory_service(self.request), self.caller
-        return _document(ForgetAccepted, await self._run(lambda: memories.forget(who, memory_id)))
+        return await self._run(lambda: memories.forget(who, memory_id))
 
     async def forget_status(self, forget_id: str) -> dict[str, Any]:
         forgetting, who = await dependencies.forgetting_service(self.request), self.caller
-        return _document(ForgetStatus, await self._run(lambda: forgetting.status(who, forget_id)))
+        return await self._run(lambda: forgetting.status(who, forget_id))
 
 
 def _backend_of(ctx: Context) -> ServiceBackend:

@@ -36,6 +36,9 @@ def _timestamp(value: Any) -> datetime | str:
 # unsealed from a view) is answered unchanged.
 Timestamp = Annotated[datetime | str, PlainValidator(_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]
 
+# Never written: a remember's answer when the same text from the same message was remembered before
+# (HTTP answers it 200 instead of 201).
+EXISTING = "stored by an earlier request; nothing new was stored"
 NOT_VISIBLE = "false when stored but not yet visible to every reader (then with status 202); absent otherwise"
 
 
@@ -95,6 +98,7 @@ class MemoryOut(_MemoryFields):
                                  "purge_complete once every copy reported)")
     links: list[LinkOut] | None = Field(default=None, description="GET /v1/memories/{id} only: the memories "
                                         "linked to this one (as GET /v1/memories/{id}/links); absent elsewhere")
+    existing: bool = Field(default=False, exclude=True, description=EXISTING)
 
 
 class RelationOut(BaseModel):
@@ -124,6 +128,7 @@ class CandidateOut(BaseModel):
     proposed_at: Timestamp
     expires_at: Timestamp | None
     visible: bool | None = Field(default=None, description=NOT_VISIBLE)
+    existing: bool = Field(default=False, exclude=True, description=EXISTING)
 
 
 class MemoryList(BaseModel):

@@ -135,7 +135,7 @@ class ForgettingService:
             wanted = [str(r["memory_id"]) for r in rows[:MAX_BULK]]
         forget_ids = []
         for memory_id in wanted:
-            forget_ids.append(self.memories.forget_loaded(self._loader(memory_id, may_forget), actor=actor)["forget_id"])
+            forget_ids.append(self.memories.forget_loaded(self._loader(memory_id, may_forget), actor=actor).forget_id)
         answer: dict[str, Any] = {"forget_ids": forget_ids}
         if ids is None:
             # not yet forgotten ones come first: more of them beyond this request means ask again
@@ -245,7 +245,7 @@ class ForgettingService:
         except (Conflict, NotFound) as e:  # kept changing: the next pass tries again
             log.warning("account forget %s: memory %s not forgotten yet (%s)", forget_id, memory_id, type(e).__name__)
             return False
-        self.accounts.member(forget_id, memory_id, answer["forget_id"], memory.is_forgotten)
+        self.accounts.member(forget_id, memory_id, answer.forget_id, memory.is_forgotten)
         return True
 
     def _settings(self, company: str, person: str, actor: str, *, paused: bool) -> None:

@@ -351,7 +351,7 @@ class MemoryImporter:
         except SourceRevoked:
             report.skipped_revoked += 1
             return
-        if stored["status"] == PENDING:
+        if stored.status == PENDING:
             report.candidates += 1
         else:
             report.imported += 1

@@ -316,7 +316,7 @@ class LearningService:
                 context=context_of(receipt.text or "", p.quote), valid_from=valid_from, valid_to=valid_to,
                 by_meaning=True,
             )
-            return str(made["id"])  # its own, or the pending candidate it was folded into
+            return made.id  # its own, or the pending candidate it was folded into
         except Conflict:
             pass  # created by an earlier attempt
         except MemoryForgotten:

@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from engram.adapters.blind_index import BlindIndex
+from engram.contract.responses import CandidateOut, ForgetAccepted, MemoryOut, Rejected
 from engram.domain.access import Access
 from engram.domain.errors import Conflict, MemoryForgotten, SensitiveAckRequired, SourceRevoked
 from engram.domain.evidence import Evidence, Source
@@ -87,10 +88,10 @@ class MemoryService(MemoryReads):
     def remember(self, caller: Caller, *, text: str, source: dict[str, Any], occurred_at: datetime | None,
                  visibility: str, team: str | None, valid_from: datetime | None,
                  valid_to: datetime | None, id: UUID | None = None, actor: str | None = None,
-                 tags: list[str] | None = None) -> dict[str, Any]:
+                 tags: list[str] | None = None) -> MemoryOut | CandidateOut:
         """Confirm exactly the stated text; a sensitive one becomes a candidate, a secret is refused.
         The same text from the same message again stores nothing: the answer is the first memory, with
-        `"existing": true`. `id` and `actor` are for imports (their own keyed id; the history says
+        `existing` set. `id` and `actor` are for imports (their own keyed id; the history says
         it was imported)."""
         access = self._holder(caller)
         self._text(text)
@@ -133,7 +134,7 @@ class MemoryService(MemoryReads):
         return memory_of(memory)
 
     def _repeated(self, access: Access, scope: Scope, text: str, evidence: list[dict[str, Any]],
-                  actor: str) -> dict[str, Any] | None:
+                  actor: str) -> MemoryOut | None:
         """A remember of what a confirmed memory in the same scope already says: that memory, its
         evidence extended with this quote, marked `existing`; None when it says something new."""
         assert self.relations is not None
@@ -141,7 +142,7 @@ class MemoryService(MemoryReads):
         if related is None or related["kind"] != DUPLICATE:
             return None
         memory = self._gather(UUID(related["memory_id"]), CONFIRMED, evidence, receipt=None, actor=actor)
-        return None if memory is None else {**memory_of(memory), "existing": True}
+        return None if memory is None else memory_of(memory, existing=True)
 
     def _gather(self, memory_id: UUID, status: str, evidence: list[dict[str, Any]], *, receipt: str | None,
                 actor: str) -> Memory | None:
@@ -162,14 +163,13 @@ class MemoryService(MemoryReads):
             return memory
         return None
 
-    def _first(self, access: Access, memory_id: UUID) -> dict[str, Any] | None:
+    def _first(self, access: Access, memory_id: UUID) -> MemoryOut | CandidateOut | None:
         """The memory a repeated remember stored the first time (a candidate if it was held for
         review, or forgotten since), marked `existing`; None when there is none."""
         memory = self.ledger.get(memory_id, Memory)
         if memory is None or memory.company != access.caller.company or memory.person != access.caller.person:
             return None
-        document = candidate_of(memory) if memory.status == "pending_review" else memory_of(memory)
-        return {**document, "existing": True}
+        return candidate_of(memory, existing=True) if memory.status == PENDING else memory_of(memory, existing=True)
 
     def _create(self, factory: Callable[..., Memory], caller: Caller, *, source: dict[str, Any],
                 visibility: str, team: str | None, **fields: Any) -> Memory:
@@ -184,7 +184,7 @@ class MemoryService(MemoryReads):
                 occurred_at: datetime | None, visibility: str = "general", team: str | None = None,
                 review: str = NORMAL, id: UUID | None = None, receipt: str | None = None,
                 valid_from: datetime | None = None, valid_to: datetime | None = None,
-                actor: str = "engram", context: str | None = None, by_meaning: bool = False) -> dict[str, Any]:
+                actor: str = "engram", context: str | None = None, by_meaning: bool = False) -> CandidateOut:
         """A candidate, for the person to review. Learning from receipts and imports build on this
         (`by_meaning`: its relation to confirmed memories is judged by meaning too, learning's choice).
         One that says what a pending candidate already says is folded into it (its quote joins that
@@ -214,7 +214,7 @@ class MemoryService(MemoryReads):
         )
         return candidate_of(memory)
 
-    def confirm(self, caller: Caller, memory_id: str, *, text: str | None, acknowledge_sensitive: bool) -> dict[str, Any]:
+    def confirm(self, caller: Caller, memory_id: str, *, text: str | None, acknowledge_sensitive: bool) -> MemoryOut:
         Access(caller).require_reviewer()
         access = self._holder(caller)
         memory = self._load(access, memory_id)
@@ -243,7 +243,7 @@ class MemoryService(MemoryReads):
         return target
 
     def _confirm_into(self, candidate: Memory, target: Memory, *, text: str | None, acknowledge_sensitive: bool,
-                      actor: str) -> dict[str, Any]:
+                      actor: str) -> MemoryOut:
         """Confirming a duplicate extends the memory's evidence; confirming an update corrects it (its
         text and evidence, valid from when the message says the change happened, else from when it was
         said). Either way the candidate ends, purged like a rejected one, in the same transaction."""
@@ -272,12 +272,12 @@ class MemoryService(MemoryReads):
         day = change_day(f"{said.get('quote') or ''} {text}", at.date())
         return datetime.combine(day, time(), at.tzinfo) if day is not None else at
 
-    def reject(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+    def reject(self, caller: Caller, memory_id: str) -> Rejected:
         Access(caller).require_reviewer()
         memory = self._load(self._holder(caller), memory_id)
         memory.reject(actor=caller.bot or caller.person, at=self.clock.now())
         self._save_closing(memory, "reject")  # a rejected candidate is purged like a forgotten one
-        return {"id": str(memory.id), "status": memory.status, "purge_id": memory.purge_id}
+        return Rejected(id=str(memory.id), status=memory.status, purge_id=memory.purge_id)
 
     def _save_closing(self, memory: Memory, kind: str, also: list[Memory] | None = None, **fields: Any) -> None:
         """Save a memory's closing event (forgotten, rejected, expired) together with its tombstone,
@@ -305,7 +305,7 @@ class MemoryService(MemoryReads):
 
     def correct(self, caller: Caller, memory_id: str, *, text: str, valid_from: datetime | None,
                 valid_to: datetime | None, reason: str | None, acknowledge_sensitive: bool = False,
-                source: dict[str, Any] | None = None) -> dict[str, Any]:
+                source: dict[str, Any] | None = None) -> MemoryOut:
         """A new revision whose evidence is the correction itself: its own source when given, else
         `{"kind": "correction", "id": <the actor, person or bot>}` as API.md names it."""
         access = self._holder(caller)
@@ -325,7 +325,7 @@ class MemoryService(MemoryReads):
         self.ledger.save(memory)
         return memory_of(memory)
 
-    def forget(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+    def forget(self, caller: Caller, memory_id: str) -> ForgetAccepted:
         """Stop using the memory at once: its Forgotten event, its tombstone and its key's destruction
         (and its receipt's text) commit in one transaction; the copies are purged from there.
 
@@ -335,7 +335,7 @@ class MemoryService(MemoryReads):
         access = self._holder(caller)
         return self.forget_loaded(lambda: self._load(access, memory_id), actor=caller.bot or caller.person)
 
-    def forget_loaded(self, load: Callable[[], Memory], *, actor: str) -> dict[str, Any]:
+    def forget_loaded(self, load: Callable[[], Memory], *, actor: str) -> ForgetAccepted:
         """The forget itself, of the memory `load` returns once the caller's right to it is checked
         (`load` raises otherwise, and runs again on a retry). Bulk and account forgets come here too."""
         for _attempt in range(5):
@@ -343,7 +343,8 @@ class MemoryService(MemoryReads):
             if memory.is_forgotten:
                 if memory.receipt:  # forgotten before receipts were cleared in the same transaction
                     self.clear_receipt_payload(UUID(memory.receipt), "memory_forgotten")
-                return {"forget_id": memory.forget_id, "status": self.purge.status(memory.forget_id)}
+                assert memory.forget_id is not None  # set by the Forgotten event
+                return ForgetAccepted(forget_id=memory.forget_id, status=self.purge.status(memory.forget_id))
             now = self.clock.now()
             forget_id = "fg-" + uuid4().hex
             memory.forget(forget_id=forget_id, key_destroyed_at=now, actor=actor, at=now)
@@ -352,7 +353,7 @@ class MemoryService(MemoryReads):
             except Conflict:
                 continue
             self.keys.vacuum()
-            return {"forget_id": forget_id, "status": "stopped_using"}
+            return ForgetAccepted(forget_id=forget_id, status="stopped_using")
         raise Conflict("the memory kept changing; nothing was forgotten, retry")
 
     def clear_receipt_payload(self, receipt_id: UUID, why: str) -> bool:

@@ -7,7 +7,7 @@ from typing import Any, cast
 from uuid import UUID
 
 from engram.adapters.blind_index import BlindIndex
-from engram.contract.responses import CandidateList, History, LinkList
+from engram.contract.responses import CandidateList, ExportOut, History, InsightList, LinkList, MemoryList, MemoryOut
 from engram.domain.access import Access
 from engram.domain.clock import Clock
 from engram.domain.errors import NotFound
@@ -51,14 +51,13 @@ class MemoryReads:
 
     # -- reads ---------------------------------------------------------------
 
-    def get(self, caller: Caller, memory_id: str) -> dict[str, Any]:
+    def get(self, caller: Caller, memory_id: str) -> MemoryOut:
         access = self.ledger.access(caller)
         memory = self._load(access, memory_id)
-        document = memory_of(memory)
+        more: dict[str, Any] = {"links": self.links.visible(access, memory.id) if self.links else []}
         if memory.purge_id is not None:  # the person follows it to each copy's purge
-            document["purge_id"] = memory.purge_id
-        document["links"] = self.links.visible(access, memory.id) if self.links else []
-        return document
+            more["purge_id"] = memory.purge_id
+        return memory_of(memory, **more)
 
     def linked(self, caller: Caller, memory_id: str) -> LinkList:
         """The memories linked to this one that the caller may use (ADR 0020)."""
@@ -91,11 +90,11 @@ class MemoryReads:
         return events
 
     def list_memories(self, caller: Caller, *, q: str | None, limit: int, cursor: str | None,
-                      status: str | None = None, tags: list[str] | None = None) -> dict[str, Any]:
+                      status: str | None = None, tags: list[str] | None = None) -> MemoryList:
         tags = check_tags(tags)
         access = self.ledger.access(caller)
         if not access.sees_memories:
-            return {"items": [], "next_cursor": None}
+            return MemoryList(items=[], next_cursor=None)
         statuses = [CONFIRMED] if status is None else ([status] if status != "all" else [CONFIRMED, FORGOTTEN])
         if q:
             validate_text(q, self.max_text_bytes)
@@ -115,7 +114,7 @@ class MemoryReads:
         if len(rows) > limit:
             last = rows[limit - 1]
             next_cursor = encode_cursor(last["created_at"], str(last["memory_id"]))
-        return {"items": items, "next_cursor": next_cursor}
+        return MemoryList(items=items, next_cursor=next_cursor)
 
     def candidates(self, caller: Caller) -> CandidateList:
         access = self.ledger.access(caller)
@@ -136,20 +135,22 @@ class MemoryReads:
         return {"forget_id": forget_id, "memory_id": str(head["memory_id"]),
                 "status": self.purge.status_of(copies), "copies": copies}
 
-    def export(self, caller: Caller) -> dict[str, Any]:
-        items = []
+    def export(self, caller: Caller, insights: InsightList) -> ExportOut:
+        """Every memory the person holds with its history and the revision that answers now, and
+        `insights` (the insights service's list for them)."""
+        items: list[dict[str, Any]] = []
         cursor = None
         while True:
             page = self.list_memories(caller, q=None, limit=200, cursor=cursor)
             now = self.clock.now()
-            for item in page["items"]:
-                item = dict(item)
-                item["history"] = self._events(caller, item["id"])
-                memory = self.ledger.get(UUID(item["id"]), Memory)
+            for listed in page.items:
+                item = listed.model_dump(exclude_unset=True)
+                item["history"] = self._events(caller, listed.id)
+                memory = self.ledger.get(UUID(listed.id), Memory)
                 item["answer"] = memory.answer_at(now) if memory is not None else None  # what recall answers now
                 items.append(item)
-            cursor = page["next_cursor"]
+            cursor = page.next_cursor
             if not cursor:
                 break
-        return {"exported_at": self.clock.now(), "company": caller.company, "person": caller.person,
-                "memories": items}
+        return ExportOut.model_validate({"exported_at": self.clock.now(), "company": caller.company,
+                                         "person": caller.person, "memories": items, "insights": insights.items})

@@ -16,6 +16,7 @@ import psycopg
 from engram.adapters.availability import UNAVAILABLE_ERRORS, Availability
 from engram.adapters.hindsight import HindsightUnavailable
 from engram.adapters.tombstones import Fence
+from engram.contract.admin import AdminStatus
 from engram.domain.access import Access
 from engram.domain.scope import Caller
 from engram.projections.base import ViewProjection
@@ -146,7 +147,7 @@ class Operations:
                           hindsight_deleted_again=audit["deleted_again"])
         return counts
 
-    def admin_status(self, caller: Caller) -> dict[str, object]:
+    def admin_status(self, caller: Caller) -> AdminStatus:
         """For company admins and operators: dependencies, backlogs, today's budget. Never memory text."""
         Access(caller).require_admin("see the status")
         lag = max((r["lag"] for r in self.status()), default=0)
@@ -154,7 +155,7 @@ class Operations:
         days = self.learning.budget.days(caller.company, today - timedelta(days=BUDGET_DAYS - 1), today)
         used_today = {k: days[-1][k] for k in ("tokens", "calls", "failed_calls")}  # the last day is today
         s = self.settings
-        return {
+        return AdminStatus.model_validate({
             "company": caller.company,
             "mode": self.ledger.modes.mode(caller.company),
             "dependencies": {
@@ -170,7 +171,7 @@ class Operations:
                          "insights": self.insights.backlog(caller.company) if self.insights else None},
             "budget_today": {**used_today, "token_limit": s.daily_tokens, "call_limit": s.daily_calls},
             "budget_days": days,
-        }
+        })
 
     def hindsight_backlogs(self) -> dict[str, dict[str, int]] | None:
         """Hindsight sync wishes by company and state (pending, done); None without Hindsight."""

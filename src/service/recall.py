@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from engram.adapters.blind_index import BlindIndex
+from engram.contract.responses import RecallOut
 from engram.domain.access import Access
 from engram.domain.bundle import fit
 from engram.domain.hints import SemanticHints, SemanticIndexUnavailable
@@ -130,7 +131,7 @@ class RecallService:
         self.recalls = 0  # recalls asked of this service (background work gives way while it moves)
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int,
-               tags: list[str] | None = None) -> dict[str, Any]:
+               tags: list[str] | None = None) -> RecallOut:
         """`tags`: only memories holding all of them (insights have none, so none is recalled then)."""
         self.recalls += 1
         validate_text(query, self.max_text_bytes, allow_empty=True)
@@ -139,14 +140,14 @@ class RecallService:
         empty: dict[str, Any] = {"items": [], "degraded": False, "bytes": 0, "omitted": 0}
         mode = self.ledger.modes.mode(caller.company)
         if mode == OFF or (mode == SHADOW and caller.role == "bot"):
-            return {**empty, "mode": mode}
+            return RecallOut.model_validate({**empty, "mode": mode})
         if caller.is_administrative or limit <= 0:
-            return empty
+            return RecallOut.model_validate(empty)
         access = self.ledger.access(caller)
         if access.use_paused:
-            return {**empty, "paused": True}
+            return RecallOut.model_validate({**empty, "paused": True})
         if not access.may_read:  # a removed bot finds nothing
-            return empty
+            return RecallOut.model_validate(empty)
         filters = visible_filters(access, self.index, as_of or self.ledger.clock.now(), tags)
         # the question's embedding runs on the model's threads while Hindsight and the words are asked
         started = self.meaning.start(query) if self.meaning is not None and query.strip() else None
@@ -175,7 +176,7 @@ class RecallService:
             exact = self.index.query_terms(caller.company, query)
             rows = _merged(rows, self.insights.recallable(access, terms=exact, as_of=filters["as_of"]))
         items, total, omitted = self._bundle(access, rows, max_bytes, limit)
-        return {"items": items, "degraded": degraded, "bytes": total, "omitted": omitted}
+        return RecallOut.model_validate({"items": items, "degraded": degraded, "bytes": total, "omitted": omitted})
 
     def _hints(self, access: Access, query: str) -> tuple[SemanticHints, bool]:
         """Ranking hints from the semantic index, and whether recall is degraded (an index is

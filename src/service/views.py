@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from engram.adapters.view_cipher import unseal_from_view
+from engram.contract.responses import CandidateOut, MemoryOut
 from engram.domain.memory import Memory
 from engram.domain.memory_rules import FORGOTTEN
 from engram.domain.scope import Scope
@@ -63,7 +64,13 @@ def tags_of_row(keys: Keys, row: dict[str, Any]) -> list[str]:
     return (unseal_from_view(key, row["memory_id"], "tags", row.get("sealed_tags")) or []) if key else []
 
 
-def memory_of(m: Memory) -> dict[str, Any]:
+def memory_of(m: Memory, **more: Any) -> MemoryOut:
+    """The memory as its person reads it; `more`: the fields only some answers carry (links, purge_id)."""
+    return MemoryOut.model_validate({**memory_fields(m), **more})
+
+
+def memory_fields(m: Memory) -> dict[str, Any]:
+    """`memory_of`'s fields, for documents that extend them (the export's)."""
     cur, forgotten = m.current, m.status == FORGOTTEN
     return memory_document(
         id=m.id, text=None if forgotten else cur["text"], status=m.status, revision=m.revision,
@@ -75,13 +82,13 @@ def memory_of(m: Memory) -> dict[str, Any]:
 
 
 def memory_of_row(row: dict[str, Any], text: str | None, evidence: list[Any],
-                  tags: list[str] | None = None) -> dict[str, Any]:
-    return memory_document(
+                  tags: list[str] | None = None) -> MemoryOut:
+    return MemoryOut.model_validate(memory_document(
         id=row["memory_id"], text=text, status=row["status"], revision=row["revision"],
         visibility=row["visibility"], team=row["team"], source=row["source"], valid_from=row["valid_from"],
         valid_to=row["valid_to"], time_uncertain=row["time_uncertain"], evidence=evidence,
         created_at=row["created_at"], updated_at=row["updated_at"], tags=tags or [],
-    )
+    ))
 
 
 def candidate_document(*, id: Any, text: str | None, status: str, review: str, visibility: str, team: str | None,
@@ -95,20 +102,20 @@ def candidate_document(*, id: Any, text: str | None, status: str, review: str, v
             "proposed_at": proposed_at, "expires_at": expires_at}
 
 
-def candidate_of(m: Memory) -> dict[str, Any]:
-    return candidate_document(
+def candidate_of(m: Memory, **more: Any) -> CandidateOut:
+    return CandidateOut.model_validate({**candidate_document(
         id=m.id, text=m.current["text"], status=m.status, review=m.review, visibility=m.visibility, team=m.team,
         source=m.source, evidence=m.evidence or [], proposed_at=m.created_on, expires_at=m.expires_at,
         context=getattr(m, "context", None), relation=getattr(m, "relation", None),
         valid_from=m.current["valid_from"], valid_to=m.current["valid_to"],
-    )
+    ), **more})
 
 
 def candidate_of_row(row: dict[str, Any], text: str | None, evidence: list[Any],
-                     context: str | None = None) -> dict[str, Any]:
-    return candidate_document(
+                     context: str | None = None) -> CandidateOut:
+    return CandidateOut.model_validate(candidate_document(
         id=row["memory_id"], text=text, status="pending_review", review=row["review"],
         visibility=row["visibility"], team=row["team"], source=row["source"], evidence=evidence,
         proposed_at=row["proposed_at"], expires_at=row["expires_at"], context=context,
         relation=row.get("relation"), valid_from=row.get("valid_from"), valid_to=row.get("valid_to"),
-    )
+    ))

@@ -77,7 +77,7 @@ def budget_chart(status: dict[str, Any]) -> str:
 
 def _page(request: Request, who: Any, operations: Any, governance: Any, *, status_code: int = 200,
           message: str | None = None, directory: dict[str, Any] | None = None) -> Response:
-    status = operations.admin_status(who)
+    status = operations.admin_status(who).model_dump(exclude_unset=True)  # the template reads a document
     return render(request, "admin/index.html", status_code=status_code, in_language=ENGLISH,  # admins read English
                   status=status, chart=budget_chart(status),
                   directory=directory if directory is not None else governance.get_directory(who).model_dump(),

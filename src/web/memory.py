@@ -19,7 +19,6 @@ from engram.api.dependencies import Forgetting, Governance, Insights, Memories
 from engram.api.exports import to_markdown
 from engram.api.paths import PathId
 from engram.contract.requests import ConfirmIn, CorrectIn
-from engram.contract.responses import ExportOut
 
 from .language import N_
 from .pages import PageRoute, redirect, render, words
@@ -92,7 +91,7 @@ def memory_page(
         candidates=memories.candidates(who).items,
         proposed=insights.list_insights(who, status="proposed").items,
         confirmed_insights=insights.list_insights(who, status="confirmed").items,
-        memories=listing["items"], next_cursor=listing["next_cursor"], q=q, tag=tag, cursor=cursor,
+        memories=listing.items, next_cursor=listing.next_cursor, q=q, tag=tag, cursor=cursor,
         settings=governance.get_settings(who),
         forgets=forgetting.list_forgets(who, limit=5, cursor=None).items,
         done=_done(request, done),
@@ -178,7 +177,7 @@ def correct_memory(
 @router.post("/memory/m/{memory_id}/forget")
 def forget_memory(request: Request, memory_id: PathId, who: Admitted, memories: Memories) -> Response:
     forget = memories.forget(who, memory_id)
-    return redirect(request, f"/memory/forgets/{forget['forget_id']}")
+    return redirect(request, f"/memory/forgets/{forget.forget_id}")
 
 
 # -- forgetting ------------------------------------------------------------------------------------
@@ -219,12 +218,12 @@ def save_settings(request: Request, who: Admitted, governance: Governance,
 def export(who: Admitted, memories: Memories, insights: Insights,
            format: Literal["json", "markdown"] = "json") -> Response:
     """The same document as `GET /v1/export`, as a file to keep."""
-    data = {**memories.export(who), "insights": insights.list_insights(who).model_dump(exclude_unset=True)["items"]}
+    data = memories.export(who, insights.list_insights(who))
     if format == "markdown":
         return PlainTextResponse(to_markdown(data), media_type="text/markdown; charset=utf-8",
                                  headers={"Content-Disposition": 'attachment; filename="engram-memories.md"',
                                           "Cache-Control": "no-store"})
-    body = ExportOut.model_validate(data).model_dump_json(by_alias=True, exclude_unset=True)
+    body = data.model_dump_json(by_alias=True, exclude_unset=True)
     return Response(body, media_type="application/json",
                     headers={"Content-Disposition": 'attachment; filename="engram-memories.json"',
                              "Cache-Control": "no-store"})

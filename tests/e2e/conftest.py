@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from e2e.browser import chromium
-from helpers import serving
+from tests.e2e.browser import chromium
+from tests.support.helpers import serving
 
 _no_browser: list[str] = []  # why Chromium did not start, for the summary
 

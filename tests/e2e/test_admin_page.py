@@ -12,8 +12,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from e2e.browser import DESKTOP, PHONE, screenshot, scrolls_sideways, serious_violations
-from helpers import token
+from tests.e2e.browser import DESKTOP, PHONE, screenshot, scrolls_sideways, serious_violations
+from tests.support.helpers import token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from .test_serve import _free_port
-from helpers import SECRET, auth, remember_body, wait_until_ready
+from tests.support.helpers import SECRET, auth, remember_body, wait_until_ready
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 

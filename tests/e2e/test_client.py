@@ -21,7 +21,7 @@ import pytest
 from engram.client import AsyncClient, Client, EngramError
 from engram.contract.responses import CandidateOut, ExportOut, MemoryOut, ReceiptBatch
 
-from helpers import serving, token, wait_for
+from tests.support.helpers import serving, token, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from deployment import pg_ctl, postgres_running, postmaster, start_postgres, stop_leftover
-from e2e.test_serve import ENGRAM, _env, _free_port, _run
-from helpers import wait_until_ready
+from tests.e2e.test_serve import ENGRAM, _env, _free_port, _run
+from tests.support.deployment import pg_ctl, postgres_running, postmaster, start_postgres, stop_leftover
+from tests.support.helpers import wait_until_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

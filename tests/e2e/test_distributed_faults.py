@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from broker import TansuBroker, tansu_binary
-from deployment import Deployment
-from helpers import auth
+from tests.support.broker import TansuBroker, tansu_binary
+from tests.support.deployment import Deployment
+from tests.support.helpers import auth
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker installed")]

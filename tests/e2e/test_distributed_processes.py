@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from broker import TansuBroker, distributed_env, tansu_binary, topic_bytes
-from helpers import auth, wait_until_ready
+from tests.support.broker import TansuBroker, distributed_env, tansu_binary, topic_bytes
+from tests.support.helpers import auth, wait_until_ready
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 pytestmark = [pytest.mark.e2e,

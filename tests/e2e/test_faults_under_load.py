@@ -7,15 +7,10 @@ and its projections recover by themselves."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-from broker import tansu_binary
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import faults  # bench/faults.py
+from bench import faults
+from tests.support.broker import tansu_binary
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600),
               pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker installed")]

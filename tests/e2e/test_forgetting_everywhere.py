@@ -25,9 +25,9 @@ from engram.adapters.crypto import MasterKey
 from engram.adapters.database import Database, EmbeddedPostgres
 from engram.hindsight_guard.tokens import public_key_text
 
-from broker import TansuBroker, tansu_binary, topic_bytes
-from helpers import SECRET, auth, files_containing, pg_dump, wait_for, wait_until_ready
-from hindsight_server import hindsight_binary, start_with_fake_llm
+from tests.support.broker import TansuBroker, tansu_binary, topic_bytes
+from tests.support.helpers import SECRET, auth, files_containing, pg_dump, wait_for, wait_until_ready
+from tests.support.hindsight_server import hindsight_binary, start_with_fake_llm
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 pytestmark = [pytest.mark.e2e,

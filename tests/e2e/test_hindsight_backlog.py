@@ -18,8 +18,8 @@ from engram.adapters.crypto import MasterKey
 from engram.adapters.database import Database, EmbeddedPostgres
 from engram.hindsight_guard.tokens import public_key_text
 
-from helpers import SECRET, auth, remember_body, wait_for, wait_until_ready
-from hindsight_server import hindsight_binary, start_with_fake_llm
+from tests.support.helpers import SECRET, auth, remember_body, wait_for, wait_until_ready
+from tests.support.hindsight_server import hindsight_binary, start_with_fake_llm
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 pytestmark = [pytest.mark.e2e,

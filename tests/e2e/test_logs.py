@@ -21,9 +21,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from e2e.test_mcp import AGENT, call, failure, over_http
-from e2e.test_serve import ENGRAM, _env, _free_port
-from helpers import SECRET, is_problem, token, wait_for, wait_until_ready
+from tests.e2e.test_mcp import AGENT, call, failure, over_http
+from tests.e2e.test_serve import ENGRAM, _env, _free_port
+from tests.support.helpers import SECRET, is_problem, token, wait_for, wait_until_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -19,8 +19,8 @@ import pytest
 from mcp import Client, Implementation, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from e2e.test_serve import ENGRAM, _env, _free_port
-from helpers import SECRET, is_problem, token, wait_until_ready
+from tests.e2e.test_serve import ENGRAM, _env, _free_port
+from tests.support.helpers import SECRET, is_problem, token, wait_until_ready
 
 pytestmark = pytest.mark.e2e
 

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e.browser import DESKTOP, PHONE, screenshot, scrolls_sideways, serious_violations
-from e2e.test_serve import ENGRAM
-from helpers import running_serve, serve_environment, token, wait_for
+from tests.e2e.browser import DESKTOP, PHONE, screenshot, scrolls_sideways, serious_violations
+from tests.e2e.test_serve import ENGRAM
+from tests.support.helpers import running_serve, serve_environment, token, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from e2e.test_client import serve  # noqa: F401 - the module's running service
-from helpers import SECRET, token
+from tests.e2e.test_client import serve  # noqa: F401 - the module's running service
+from tests.support.helpers import SECRET, token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 

@@ -13,8 +13,8 @@ from uuid import uuid4
 import psutil
 import pytest
 
-from deployment import pg_ctl, postgres_running
-from e2e.test_serve import ENGRAM, _env
+from tests.e2e.test_serve import ENGRAM, _env
+from tests.support.deployment import pg_ctl, postgres_running
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

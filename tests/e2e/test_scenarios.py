@@ -23,7 +23,7 @@ AREAS = ["capture", "review", "recall", "correct", "forget", "isolation", "time"
 @pytest.mark.timeout(600)
 def test_every_frozen_scenario_but_restore_passes_once(tmp_path: Path) -> None:
     out = tmp_path / "scenarios.json"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "scenarios.py"), "--runs", "1",
+    done = subprocess.run([sys.executable, "-m", "bench.scenarios", "--runs", "1",
                            "--only", ",".join(AREAS), "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=540)
     assert out.exists(), done.stderr[-3000:]

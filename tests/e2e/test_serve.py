@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deployment import postgres_running
-from helpers import wait_until_ready
+from tests.support.deployment import postgres_running
+from tests.support.helpers import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGRAM = [str(Path(sys.executable).parent / "engram")]  # the installed console script

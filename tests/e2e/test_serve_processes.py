@@ -24,9 +24,9 @@ import httpx
 import psutil
 import pytest
 
-from broker import free_port
-from deployment import pg_ctl, postgres_running, postmaster, start_postgres, stop_leftover
-from helpers import remember_body, wait_until_ready
+from tests.support.broker import free_port
+from tests.support.deployment import pg_ctl, postgres_running, postmaster, start_postgres, stop_leftover
+from tests.support.helpers import remember_body, wait_until_ready
 
 ENGRAM = [str(Path(sys.executable).parent / "engram")]
 SECRET = "processes-secret-" + "p" * 32

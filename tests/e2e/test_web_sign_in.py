@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e.browser import DESKTOP, screenshot
-from helpers import SECRET, token
+from tests.e2e.browser import DESKTOP, screenshot
+from tests.support.helpers import SECRET, token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -4,8 +4,9 @@ The OpenAPI document must give each JSON operation's 2xx answer a model with fie
 without `response_model` declares an empty schema and fails here). And a walk through every JSON
 route, variants included (a sensitive memory, a superseding and a replacing correction, a truncated,
 a paused and an off-mode recall, an ignored receipt, a purge status), checks each answer against the
-service's document as it was written without a model (pydantic's JSON of the plain document): no key
-added, none dropped, no null turned into an absent key or back, every value and time written as it was.
+fields the service set, and each response model a service built against the document it built it from
+(pydantic's JSON of the plain document): no key added, none dropped, no null turned into an absent key or
+back, every value and time written as it was.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 from pydantic_core import to_json
 
-from helpers import SECRET, auth, put_directory, remember_body
+from tests.support.helpers import SECRET, auth, put_directory, remember_body
 
 JSON = "application/json"
 
@@ -72,11 +73,14 @@ def _same(before: Any, after: Any, where: str = "") -> None:
 
 
 class Answers:
-    """Every answer written through a response model, beside the service's plain document (or, for a
-    service that returns a response model, the fields it set)."""
+    """Every answer as written, beside the fields its model was given: FastAPI's JSON of a route's model
+    and `middleware.written`'s (remember's statuses, receipts) against the fields the service set; and
+    every response model a service built against the document it was built from (`built`), so a key the
+    service adds that no model declares, or a value the model would change, fails here."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.written: list[tuple[bytes, bytes]] = []
+        self.built: list[tuple[bytes, bytes]] = []
         serialize = fastapi.routing.serialize_response
 
         async def serialize_response(**kwargs: Any) -> Any:
@@ -91,34 +95,41 @@ class Answers:
 
         monkeypatch.setattr(fastapi.routing, "serialize_response", serialize_response)
 
-        from engram.api.routes import memories
+        from engram.api.routes import memories, receipts
 
-        answer = memories.answer
+        for module in (memories, receipts):
+            monkeypatch.setattr(module, "written", self._recorded(module.written))
 
-        def answer_other_status(model: Any, document: dict[str, Any], status_code: int) -> Any:
-            response = answer(model, document, status_code)
-            self.written.append((to_json(document), bytes(response.body)))
+        validate = BaseModel.model_validate.__func__  # type: ignore[attr-defined]
+
+        def model_validate(cls: type[BaseModel], obj: Any, *args: Any, **kwargs: Any) -> BaseModel:
+            model = validate(cls, obj, *args, **kwargs)
+            if cls.__module__.startswith("engram.contract") and isinstance(obj, dict):
+                document = _plain({k: v for k, v in obj.items() if k != "existing"})  # never written
+                self.built.append((to_json(document), model.model_dump_json(by_alias=True, exclude_unset=True)
+                                   .encode()))
+            return model
+
+        monkeypatch.setattr(BaseModel, "model_validate", classmethod(model_validate))
+
+    def _recorded(self, written: Any) -> Any:
+        def written_and_recorded(answer: BaseModel, status_code: int = 200) -> Any:
+            response = written(answer, status_code)
+            self.written.append((to_json(answer.model_dump(by_alias=True, exclude_unset=True)), bytes(response.body)))
             return response
 
-        monkeypatch.setattr(memories, "answer", answer_other_status)
+        return written_and_recorded
 
-        from engram.api.routes import recall
-        from engram.contract.responses import MemoryOut, RecallOut
 
-        # recall and remember write their documents without the model (the hot paths): it must change nothing
-        for module, model in ((recall, RecallOut), (memories, MemoryOut)):
-            monkeypatch.setattr(module, "written", self._modelled(module.written, model))
-
-    def _modelled(self, written: Any, model: Any) -> Any:
-        def written_as_the_model_would(document: dict[str, Any], status_code: int = 200) -> Any:
-            response = written(document, status_code)
-            assert json.loads(response.body) == json.loads(to_json(document))
-            self.written.append((to_json(document),
-                                 model.model_validate(document).model_dump_json(by_alias=True, exclude_unset=True)
-                                 .encode()))
-            return response
-
-        return written_as_the_model_would
+def _plain(value: Any) -> Any:
+    """A document with the models in it as the fields they were given."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(by_alias=True, exclude_unset=True)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -238,4 +249,7 @@ def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.Monk
     assert operations - visited == set(), "add the new operations to this walk"
     assert len(answers.written) == json_answers + 1  # and put_directory's
     for before, after in answers.written:
+        _same(json.loads(before), json.loads(after))
+    assert len(answers.built) > json_answers  # memories, candidates, recalls, lists, exports, ... each built once
+    for before, after in answers.built:
         _same(json.loads(before), json.loads(after))

@@ -25,7 +25,7 @@ from engram.domain.clock import Clock
 from engram.domain.scope import Caller
 from engram.service.settings import Settings
 
-from helpers import SECRET, auth, stored_events
+from tests.support.helpers import SECRET, auth, stored_events
 
 ALICE = Caller("acme", "alice", "user")
 SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
@@ -57,7 +57,7 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database: Any, settings
 
 def remember(engram: Engram, text: str) -> str:
     return str(engram.memories.remember(ALICE, text=text, source=SOURCE, occurred_at=None, visibility="general",
-                                        team=None, valid_from=None, valid_to=None)["id"])
+                                        team=None, valid_from=None, valid_to=None).id)
 
 
 def copies(engram: Engram, forget_id: str) -> dict[str, dict[str, Any]]:
@@ -81,7 +81,7 @@ def test_an_older_backup_restored_brings_nothing_forgotten_back(env: Settings, t
     taken_at = datetime.fromisoformat(entries[0]["taken_at"])
 
     a = Engram.open(env, background=False)
-    forget_id = a.memories.forget(ALICE, gone)["forget_id"]
+    forget_id = a.memories.forget(ALICE, gone).forget_id
     backups = copies(a, forget_id)["backups"]
     assert (backups["state"], backups["purged_at"]) == ("pending", None)
     assert backups["evidence"] == ("1 backup taken before the forget; the last ages out on "
@@ -136,7 +136,7 @@ def test_an_older_backup_restored_brings_nothing_forgotten_back(env: Settings, t
 def test_a_forget_after_no_backup_is_purged_at_its_request(env: Settings, tmp_path: Path) -> None:
     a = Engram.open(env, background=False)
     try:
-        forget_id = a.memories.forget(ALICE, remember(a, GONE_TEXT))["forget_id"]
+        forget_id = a.memories.forget(ALICE, remember(a, GONE_TEXT)).forget_id
         backups = copies(a, forget_id)["backups"]
         head, _ = a.memories.purge.report(forget_id)
         assert head is not None
@@ -232,6 +232,6 @@ def test_restore_adds_the_backups_tombstones_the_journal_lacks(env: Settings, tm
     b = Engram.open(env, background=False)
     try:
         assert gone in b.operations.fence  # no key is served or made for it again
-        assert b.memories.get(ALICE, gone)["status"] == "forgotten"
+        assert b.memories.get(ALICE, gone).status == "forgotten"
     finally:
         b.close()

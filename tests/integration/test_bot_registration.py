@@ -7,7 +7,7 @@ from uuid import uuid4
 
 import pytest
 
-from helpers import auth, put_directory, remember_body, stored_events
+from tests.support.helpers import auth, put_directory, remember_body, stored_events
 
 DIRECTORY = {"teams": {"t-risk": {"members": ["alice"]}},
              "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}},

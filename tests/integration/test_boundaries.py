@@ -7,7 +7,7 @@ from datetime import timedelta
 import jwt
 import pytest
 
-from helpers import SECRET, auth, is_problem, remember_body, stored_events, token
+from tests.support.helpers import SECRET, auth, is_problem, remember_body, stored_events, token
 
 
 @pytest.fixture

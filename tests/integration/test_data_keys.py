@@ -15,11 +15,12 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
+from engram.contract.responses import CandidateOut, MemoryOut
 from engram.domain.errors import Conflict, MemoryForgotten
 from engram.domain.memory import Memory
 from engram.domain.scope import Caller, Scope
 
-from helpers import counted_exchange
+from tests.support.helpers import counted_exchange
 
 ALICE = Caller("acme", "alice", "bot", bot="b-1")
 
@@ -29,8 +30,8 @@ def rows(engram: Any, query: str, *params: Any) -> list[dict[str, Any]]:
         return list(conn.execute(query, params).fetchall())
 
 
-def remember(engram: Any, text: str, message: str = "m-1") -> dict[str, Any]:
-    result: dict[str, Any] = engram.memories.remember(
+def remember(engram: Any, text: str, message: str = "m-1") -> MemoryOut | CandidateOut:
+    result: MemoryOut | CandidateOut = engram.memories.remember(
         ALICE, text=text, source={"kind": "chat", "id": "chat-7", "message_id": message}, occurred_at=None,
         visibility="general", team=None, valid_from=None, valid_to=None)
     return result
@@ -66,8 +67,8 @@ def acme(engram: Any) -> Any:
 
 def test_a_remembered_memory_and_its_key_commit_in_one_transaction(acme: Any) -> None:
     memory = remember(acme, "I keep my bicycle, kestrel-5521, in the shed")
-    key = rows(acme, "SELECT xmin::text AS tx, master_id FROM engram_data_keys WHERE key_id = %s", memory["id"])
-    event = rows(acme, "SELECT xmin::text AS tx FROM engram_events WHERE originator_id = %s", memory["id"])
+    key = rows(acme, "SELECT xmin::text AS tx, master_id FROM engram_data_keys WHERE key_id = %s", memory.id)
+    event = rows(acme, "SELECT xmin::text AS tx FROM engram_events WHERE originator_id = %s", memory.id)
     assert len(key) == 1 and len(event) == 1
     assert key[0]["tx"] == event[0]["tx"]  # written by the same transaction
     assert key[0]["master_id"] == acme.master.id  # wrapped by the current master key
@@ -86,14 +87,14 @@ def test_a_batch_of_receipts_and_their_keys_commit_together(acme: Any) -> None:
 
 def test_a_save_that_fails_leaves_no_key_and_keeps_the_first_key(acme: Any) -> None:
     first = remember(acme, "I water the ferns, plover-2207, on Sundays")
-    key_before = acme.store.keys.get(first["id"])
+    key_before = acme.store.keys.get(first.id)
     fresh = new_memory("a memory that must not be stored")
-    again = new_memory("the same id again", id=UUID(first["id"]))  # its version 1 is taken: the save is refused
+    again = new_memory("the same id again", id=UUID(first.id))  # its version 1 is taken: the save is refused
     with pytest.raises(Conflict):
         acme.ledger.create(fresh, again, company="acme")
     assert rows(acme, "SELECT 1 FROM engram_data_keys WHERE key_id = %s", fresh.id) == []
-    assert acme.store.keys.get(first["id"]) == key_before  # not replaced by the refused save's key
-    stored = acme.ledger.get(UUID(first["id"]), Memory)
+    assert acme.store.keys.get(first.id) == key_before  # not replaced by the refused save's key
+    stored = acme.ledger.get(UUID(first.id), Memory)
     assert stored is not None and stored.current["text"] == "I water the ferns, plover-2207, on Sundays"
 
 
@@ -190,14 +191,14 @@ def test_writes_arriving_during_a_commit_share_the_next_transaction(acme: Any) -
     texts = [f"I keep jar {i} of honey, bunting-41{i}, in the pantry" for i in range(7)]
     results = _queue_behind_a_held_commit(acme, lambda: remember(acme, "the first, alone", "m-0"),
                                           [lambda t=t, i=i: remember(acme, t, f"m-{i + 1}") for i, t in enumerate(texts)])
-    assert all(isinstance(r, dict) and "existing" not in r for r in results)
-    ids = [r["id"] for r in results[1:]]
+    assert all(isinstance(r, MemoryOut | CandidateOut) and not r.existing for r in results)
+    ids = [r.id for r in results[1:]]
     events = rows(acme, "SELECT DISTINCT xmin::text AS tx FROM engram_events WHERE originator_id = ANY(%s::uuid[])", ids)
     keys = rows(acme, "SELECT DISTINCT xmin::text AS tx FROM engram_data_keys WHERE key_id = ANY(%s::uuid[])", ids)
     assert len(events) == 1 and keys == events  # seven saves, one transaction, keys with them
-    assert rows(acme, "SELECT xmin::text AS tx FROM engram_events WHERE originator_id = %s", results[0]["id"]) != events
+    assert rows(acme, "SELECT xmin::text AS tx FROM engram_events WHERE originator_id = %s", results[0].id) != events
     for r, text in zip(results[1:], texts, strict=True):  # each visible, with its own text, when it returned
-        assert acme.memories.get(ALICE, r["id"])["text"] == text
+        assert acme.memories.get(ALICE, r.id).text == text
 
 
 def test_one_bad_write_in_a_shared_commit_fails_only_itself(acme: Any) -> None:
@@ -209,7 +210,7 @@ def test_one_bad_write_in_a_shared_commit_fails_only_itself(acme: Any) -> None:
     good = [new_memory(f"a good memory {i}, dunlin-20{i}") for i in range(2)]
     results = _queue_behind_a_held_commit(acme, lambda: remember(acme, "the first, alone", "m-0"), [
         lambda: acme.ledger.create(good[0], company="acme"),
-        lambda: acme.ledger.create(new_memory("lost a race", id=UUID(taken["id"])), company="acme"),
+        lambda: acme.ledger.create(new_memory("lost a race", id=UUID(taken.id)), company="acme"),
         lambda: acme.ledger.create(new_memory("forgotten", id=gone), company="acme"),
         lambda: acme.ledger.create(good[1], company="acme"),
     ])
@@ -218,7 +219,7 @@ def test_one_bad_write_in_a_shared_commit_fails_only_itself(acme: Any) -> None:
         stored = acme.ledger.get(memory.id, Memory)
         assert stored is not None and stored.current["text"] == memory.current["text"]
     assert rows(acme, "SELECT 1 FROM engram_events WHERE originator_id = %s", gone) == []
-    first = acme.ledger.get(UUID(taken["id"]), Memory)
+    first = acme.ledger.get(UUID(taken.id), Memory)
     assert first is not None and first.current["text"] == "I park on level 3, curlew-8812"
 
 
@@ -227,6 +228,6 @@ def test_the_same_remember_twice_in_one_shared_commit_answers_the_first_memory(a
     results = _queue_behind_a_held_commit(acme, lambda: remember(acme, "the first, alone", "m-0"),
                                           [lambda: remember(acme, text, "m-same"), lambda: remember(acme, text, "m-same")])
     a, b = results[1], results[2]
-    assert isinstance(a, dict) and isinstance(b, dict) and a["id"] == b["id"]
-    assert sorted(r.get("existing", False) for r in (a, b)) == [False, True]
-    assert len(rows(acme, "SELECT 1 FROM engram_events WHERE originator_id = %s", a["id"])) == 1
+    assert isinstance(a, MemoryOut | CandidateOut) and isinstance(b, MemoryOut | CandidateOut) and a.id == b.id
+    assert sorted(r.existing for r in (a, b)) == [False, True]
+    assert len(rows(acme, "SELECT 1 FROM engram_events WHERE originator_id = %s", a.id)) == 1

@@ -14,7 +14,7 @@ import pytest
 
 from engram.adapters.availability import DatabaseTimeout
 
-from helpers import auth, remember_body
+from tests.support.helpers import auth, remember_body
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -202,7 +202,7 @@ def test_a_directory_is_parsed_once_a_version_and_every_change_is_seen_at_once(
     from engram.api.bootstrap import Engram
     from engram.domain.scope import Caller
 
-    from helpers import put_directory
+    from tests.support.helpers import put_directory
 
     alice = Caller(company="acme", person="alice", role="user", bot=None, entry="api")
     big = {"teams": {f"t-{i}": {"members": people(50, prefix=f"p{i}-")} for i in range(199)}}
@@ -232,7 +232,7 @@ def test_a_process_keeps_a_bounded_number_of_parsed_directories(client: Any, eng
     fell out is read and parsed again, with its teams as stored."""
     from engram.domain.scope import Caller
 
-    from helpers import put_directory
+    from tests.support.helpers import put_directory
 
     queries = engram.ledger.standings
     monkeypatch.setattr(queries, "KEPT", 2)

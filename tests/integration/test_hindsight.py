@@ -22,7 +22,7 @@ from engram.domain.scope import Caller, Scope
 from engram.hindsight_guard import tokens
 from engram.hindsight_guard.tokens import public_key_text
 
-from hindsight_server import HindsightServer, hindsight_binary, start_with_fake_llm
+from tests.support.hindsight_server import HindsightServer, hindsight_binary, start_with_fake_llm
 
 pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight not installed (make hindsight)")
 
@@ -77,7 +77,7 @@ def system(settings, database, hindsight) -> Iterator[Engram]:
 
 def remember(engram: Engram, text: str, source: dict[str, str] = SOURCE) -> str:
     return engram.memories.remember(ALICE, text=text, source=source, occurred_at=None, visibility="general",
-                                   team=None, valid_from=None, valid_to=None)["id"]
+                                   team=None, valid_from=None, valid_to=None).id
 
 
 def bank() -> str:
@@ -113,7 +113,7 @@ def test_retain_replace_and_delete_with_purge_evidence(system, hindsight) -> Non
     document = hs.document(bank(), memory_id, deadline=30)
     assert document is not None and document["content_hash"] == text_hash("I prefer monthly reports as long prose")
 
-    forget_id = system.memories.forget(ALICE, memory_id)["forget_id"]
+    forget_id = system.memories.forget(ALICE, memory_id).forget_id
     status = system.memories.forget_status(ALICE, forget_id)
     assert status["status"] == "stopped_using"
     assert {c["copy"]: c["state"] for c in status["copies"]}["hindsight"] == "pending"
@@ -140,7 +140,7 @@ def test_hindsight_down_then_back_converges(system, hindsight) -> None:
     system.syncer.client = live
     system.ledger.clock = type("Later", (), {"now": lambda self: row["next_attempt_at"]})()
     assert system.syncer.sync() == 1 and system.syncer.backlog() == {"done": 1}
-    assert system.operations.admin_status(Caller("acme", "root", "operator"))["backlogs"]["hindsight_sync"] == {"done": 1}
+    assert system.operations.admin_status(Caller("acme", "root", "operator")).backlogs.hindsight_sync == {"done": 1}
     assert live.exists(bank(), memory_id)
     # a rebuilt wish list (duplicate, out-of-order jobs) converges on the same document
     system.operations.rebuild("hindsight_sync")
@@ -179,21 +179,21 @@ def test_recall_uses_hindsight_hints_and_degrades_within_the_deadline(system, hi
     system.syncer.sync()
     semantic, system.recall.semantic = system.recall.semantic, None
     sql_only = system.recall.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
-    assert [i["id"] for i in sql_only["items"]] == [tea] and sql_only["degraded"] is False  # unconfigured: SQL is the design
+    assert [i.id for i in sql_only.items] == [tea] and sql_only.degraded is False  # unconfigured: SQL is the design
     system.recall.semantic = semantic
     system.recall.semantic.deadline = 30  # generous: the first query warms Hindsight up
     body = system.recall.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
-    assert body["degraded"] is False
-    ids = [i["id"] for i in body["items"]]
+    assert body.degraded is False
+    ids = [i.id for i in body.items]
     assert set(ids) == {tea, invoices}  # the semantic neighbour no word of the query matches is recalled too
-    assert all(i["text"] in ("I prefer green tea in the afternoon", "Send the invoices on Fridays")
-               for i in body["items"])  # Engram's own text, unsealed and re-authorized
+    assert all(i.text in ("I prefer green tea in the afternoon", "Send the invoices on Fridays")
+               for i in body.items)  # Engram's own text, unsealed and re-authorized
     # another person's bank is never asked and never leaks
     bob = Caller("acme", "bob", "user")
-    assert system.recall.recall(bob, query="tea", as_of=None, max_bytes=17500, limit=10)["items"] == []
+    assert system.recall.recall(bob, query="tea", as_of=None, max_bytes=17500, limit=10).items == []
     # forgotten memories never come back through a stale hint
     system.memories.forget(ALICE, invoices)
-    ids = [i["id"] for i in system.recall.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)["items"]]
+    ids = [i.id for i in system.recall.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10).items]
     assert invoices not in ids and tea in ids
 
     # Hindsight down: SQL ranks, degraded, and within the deadline
@@ -202,7 +202,7 @@ def test_recall_uses_hindsight_hints_and_degrades_within_the_deadline(system, hi
     started = time.monotonic()
     body = system.recall.recall(ALICE, query="tea", as_of=None, max_bytes=17500, limit=10)
     assert time.monotonic() - started < 1.0
-    assert body["degraded"] is True and [i["id"] for i in body["items"]] == [tea]
+    assert body.degraded is True and [i.id for i in body.items] == [tea]
 
 
 def test_the_guard_accepts_only_engram_tokens_for_the_banks_they_name(system, hindsight) -> None:
@@ -248,7 +248,7 @@ def test_losing_scope_withdraws_the_document_and_regaining_it_retains_it(system,
     restricted = system.memories.remember(
         ALICE, text="The audit finding on vendor payments is still open", occurred_at=None,
         source={"kind": "ticket", "id": "s-jira", "message_id": "J-1"}, visibility="restricted", team="t-risk",
-        valid_from=None, valid_to=None)["id"]
+        valid_from=None, valid_to=None).id
     wiki = remember(system, "The runbook lives in the wiki", source={"kind": "page", "id": "s-wiki", "message_id": "W-1"})
     general = remember(system, "I like short meetings")
     assert system.syncer.sync() == 3
@@ -335,16 +335,16 @@ def test_observations_map_through_their_source_facts_and_die_with_them(settings,
         assert (frozenset({train, bike}) in {sources for _, sources in hints.observations})
         assert "Commute habits" not in repr(hints)
         body = system.recall.recall(ALICE, query="commute", as_of=None, max_bytes=17500, limit=10)
-        assert body["degraded"] is False and {i["id"] for i in body["items"]} == {train, bike}
-        assert all("Commute habits" not in i["text"] for i in body["items"])
+        assert body.degraded is False and {i.id for i in body.items} == {train, bike}
+        assert all("Commute habits" not in i.text for i in body.items)
 
         # Engram forgets one source before Hindsight hears of it: the stale observation is not used,
         # and the forgotten memory never comes back through it
-        forget_id = system.memories.forget(ALICE, bike)["forget_id"]
+        forget_id = system.memories.forget(ALICE, bike).forget_id
         assert frozenset({train, bike}) in {s for _, s in system.recall.semantic.hints(
             [Scope("acme", "alice")], "commute").observations}
         body = system.recall.recall(ALICE, query="commute", as_of=None, max_bytes=17500, limit=10)
-        assert bike not in {i["id"] for i in body["items"]}
+        assert bike not in {i.id for i in body.items}
 
         # the delete reaches Hindsight: the document and every observation derived from it are gone
         assert system.syncer.sync() == 1
@@ -372,15 +372,15 @@ def test_hindsight_ranking_is_fused_with_sqls(system, hindsight) -> None:
     system.recall.meaning = None  # ENGRAM_EMBEDDINGS=off: SQL and Hindsight fused by reciprocal rank
     semantic, system.recall.semantic = system.recall.semantic, None
     sql_only = system.recall.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
-    assert [i["id"] for i in sql_only["items"]] == [notes, rooibos]
+    assert [i.id for i in sql_only.items] == [notes, rooibos]
     system.recall.semantic = semantic
     semantic.deadline = 30
     ranked = system.recall.recall(ALICE, query="what do I drink after lunch", as_of=None, max_bytes=17500, limit=10)
-    assert ranked["degraded"] is False
+    assert ranked.degraded is False
     # fused by reciprocal rank, the index's vote weighing half of SQL's: each is first in one list, so
     # SQL's first stays first, and the index's first closes most of the gap
-    assert [i["id"] for i in ranked["items"]] == [notes, rooibos]
-    first, second = (i["score"] for i in ranked["items"])
+    assert [i.id for i in ranked.items] == [notes, rooibos]
+    first, second = (i.score for i in ranked.items)
     assert 1.0 > first > second > 0.9 * first
 
 
@@ -391,8 +391,8 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
     system.recall.semantic.deadline = 30
     before = remember(system, "The office plants need water on Tuesdays")
     assert system.syncer.sync() == 1
-    assert [i["id"] for i in system.recall.recall(ALICE, query="plants water", as_of=None, max_bytes=17500,
-                                                   limit=10)["items"]] == [before]
+    assert [i.id for i in system.recall.recall(ALICE, query="plants water", as_of=None, max_bytes=17500,
+                                                limit=10).items] == [before]
     system.syncer.client = client(hindsight, timeout=1)
     system.recall.semantic.deadline = 0.15
 
@@ -400,7 +400,7 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
         started = time.monotonic()
         body = system.recall.recall(ALICE, query="plants water", as_of=None, max_bytes=17500, limit=10)
         assert time.monotonic() - started < 0.6
-        assert body["degraded"] is True and {i["id"] for i in body["items"]} == expected  # SQL ranks alone
+        assert body.degraded is True and {i.id for i in body.items} == expected  # SQL ranks alone
 
     assert hindsight.proc is not None
     hindsight.proc.send_signal(signal.SIGSTOP)  # hung: accepts connections, answers nothing
@@ -431,7 +431,7 @@ def test_hindsight_hung_then_stopped_mid_run(system, hindsight) -> None:
     assert system.syncer.backlog() == {"done": 2}
     system.recall.semantic.deadline = 30
     body = system.recall.recall(ALICE, query="plants by the window", as_of=None, max_bytes=17500, limit=10)
-    assert body["degraded"] is False and {i["id"] for i in body["items"]} == {before, during}
+    assert body.degraded is False and {i.id for i in body.items} == {before, during}
 
 
 def test_duplicate_stale_and_concurrent_sync_jobs_converge(system, hindsight) -> None:
@@ -477,13 +477,13 @@ def test_a_forgotten_restricted_memory_is_deleted_from_its_bank_though_its_sourc
     restricted = system.memories.remember(
         ALICE, text="The audit finding on vendor payments is still open", occurred_at=None,
         source={"kind": "ticket", "id": "s-jira", "message_id": "J-9"}, visibility="restricted", team="t-risk",
-        valid_from=None, valid_to=None)["id"]
+        valid_from=None, valid_to=None).id
     assert system.syncer.sync() == 1
     hs = client(hindsight)
     risk_bank = bank_for(Scope("acme", "alice", "restricted", "t-risk", "s-jira"))
     assert hs.exists(risk_bank, restricted)
 
-    forget_id = system.memories.forget(ALICE, restricted)["forget_id"]
+    forget_id = system.memories.forget(ALICE, restricted).forget_id
     assert system.ledger.get(UUID(restricted), Memory).source is None
     assert system.syncer.sync() == 1
     assert not hs.exists(risk_bank, restricted)
@@ -509,7 +509,7 @@ def test_hindsight_enabled_after_a_restricted_memory_was_forgotten_says_it_was_n
         restricted = before.memories.remember(
             ALICE, text="The vendor audit is still open", occurred_at=None, visibility="restricted",
             source={"kind": "ticket", "id": "s-jira", "message_id": "J-3"}, team="t-risk",
-            valid_from=None, valid_to=None)["id"]
+            valid_from=None, valid_to=None).id
         before.memories.forget(ALICE, restricted)
     finally:
         before.close()
@@ -562,7 +562,7 @@ def test_observations_are_proposed_only_when_every_source_is_a_current_memory_of
         jira = {"kind": "ticket", "id": "s-jira", "message_id": "J-1"}
         restricted = [system.memories.remember(ALICE, text=text, source=jira, occurred_at=None,
                                                visibility="restricted", team="t-risk", valid_from=None,
-                                               valid_to=None)["id"]
+                                               valid_to=None).id
                       for text in ("Audit risks go first", "List the open risks first in audits")]
         assert system.syncer.sync() == 6
         general, risk = Scope("acme", "alice"), Scope("acme", "alice", "restricted", "t-risk", "s-jira")
@@ -633,7 +633,7 @@ def test_the_observation_proposer_logs_once_when_hindsight_goes_and_once_when_it
     load wrote 191 of them in 85 s."""
     from urllib.parse import urlsplit
 
-    from slow_proxy import SlowProxy
+    from tests.support.slow_proxy import SlowProxy
 
     upstream = urlsplit(hindsight.url)
     proxy = SlowProxy((upstream.hostname or "127.0.0.1", upstream.port or 80), mode="stall")
@@ -660,7 +660,7 @@ def test_the_sync_backlog_is_counted_per_company(system, hindsight) -> None:
 
     from engram.api.http import create_app
 
-    from helpers import SECRET, auth
+    from tests.support.helpers import SECRET, auth
 
     remember(system, "The printer on floor 2 jams on Mondays")
     system.memories.remember(Caller("globex", "bob", "user"), text="The globex office closes at six", source=SOURCE,

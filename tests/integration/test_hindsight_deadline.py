@@ -22,13 +22,14 @@ from engram.adapters.crypto import MasterKey
 from engram.adapters.hard_deadline import io_loop
 from engram.adapters.hindsight import HindsightClient, HindsightUnavailable, SemanticIndex, bank_for
 from engram.api.bootstrap import Engram
+from engram.contract.responses import RecallOut
 from engram.domain.hints import SemanticIndexUnavailable
 from engram.domain.scope import Caller, Scope
 from engram.hindsight_guard.tokens import public_key_text
-from slow_proxy import SlowProxy
 
-from helpers import auth
-from hindsight_server import HindsightServer, hindsight_binary, start_beside
+from tests.support.helpers import auth
+from tests.support.hindsight_server import HindsightServer, hindsight_binary, start_beside
+from tests.support.slow_proxy import SlowProxy
 
 pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight not installed (make hindsight)")
 
@@ -65,14 +66,14 @@ def proxy(hindsight) -> Iterator[SlowProxy]:
 
 def remember(engram: Engram, text: str, person: str = "alice") -> str:
     return engram.memories.remember(Caller("acme", person, "user"), text=text, source=SOURCE, occurred_at=None,
-                                   visibility="general", team=None, valid_from=None, valid_to=None)["id"]
+                                   visibility="general", team=None, valid_from=None, valid_to=None).id
 
 
 def through(proxy: SlowProxy, deadline: float = DEADLINE, **bounds: Any) -> SemanticIndex:
     return SemanticIndex(HindsightClient(proxy.url, signing_key=SIGNING_KEY), deadline * 1000, **bounds)
 
 
-def timed_recall(engram: Engram, query: str) -> tuple[float, dict[str, Any]]:
+def timed_recall(engram: Engram, query: str) -> tuple[float, RecallOut]:
     started = time.monotonic()
     body = engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=10)
     return time.monotonic() - started, body
@@ -89,7 +90,7 @@ def test_recall_ends_by_the_deadline_whatever_hindsight_does(system, proxy, misb
     assert system.syncer.sync() == 1
     system.recall.semantic = warm = through(proxy, deadline=30)  # generous: the first query warms Hindsight up
     elapsed, body = timed_recall(system, "green tea")
-    assert body["degraded"] is False and [i["id"] for i in body["items"]] == [tea]
+    assert body.degraded is False and [i.id for i in body.items] == [tea]
     warm.close()  # its idle connection too
 
     system.recall.semantic = through(proxy)
@@ -98,8 +99,8 @@ def test_recall_ends_by_the_deadline_whatever_hindsight_does(system, proxy, misb
     for _ in range(3):
         elapsed, body = timed_recall(system, "green tea")
         assert elapsed < DEADLINE + MARGIN, f"{misbehaviour['mode']}: {elapsed:.3f}s"
-        assert body["degraded"] is True and [i["id"] for i in body["items"]] == [tea]  # SQL ranks alone
-        assert body["items"][0]["text"] == "I prefer green tea in the afternoon"
+        assert body.degraded is True and [i.id for i in body.items] == [tea]  # SQL ranks alone
+        assert body.items[0].text == "I prefer green tea in the afternoon"
     # every connection given up on was closed, not left to the server
     assert proxy.wait_closed() == 0
 
@@ -109,7 +110,7 @@ def test_recall_over_http_says_degraded_within_the_deadline(system, proxy) -> No
 
     from engram.api.http import create_app
 
-    from helpers import SECRET
+    from tests.support.helpers import SECRET
 
     tea = remember(system, "I prefer green tea in the afternoon")
     assert system.syncer.sync() == 1

@@ -24,7 +24,7 @@ from engram.hindsight_guard import tokens
 from engram.hindsight_guard.tokens import public_key_text
 from engram.service.hindsight_sync import NOT_VERIFIED, HindsightSyncer
 
-from hindsight_server import HindsightServer, hindsight_binary, start_beside
+from tests.support.hindsight_server import HindsightServer, hindsight_binary, start_beside
 
 pytestmark = pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight not installed (make hindsight)")
 
@@ -74,7 +74,7 @@ def system(settings, database, hindsight) -> Iterator[Engram]:
 
 def remember(engram: Engram, text: str) -> str:
     return engram.memories.remember(ALICE, text=text, source=SOURCE, occurred_at=None, visibility="general",
-                                   team=None, valid_from=None, valid_to=None)["id"]
+                                   team=None, valid_from=None, valid_to=None).id
 
 
 def hindsight_copy(engram: Engram, forget_id: str) -> tuple[str, dict[str, Any]]:
@@ -112,7 +112,7 @@ def test_a_slow_retain_on_one_replica_never_outlives_a_forget_on_the_other(syste
     replica.start()
     try:
         assert entered.wait(30)
-        forget_id = system.memories.forget(ALICE, memory_id)["forget_id"]
+        forget_id = system.memories.forget(ALICE, memory_id).forget_id
         # the other replica: the forget made the wish pending, but the memory is still leased,
         # and a rebuild of the wish list does not free that lease either
         assert system.syncer.sync() == 0
@@ -155,7 +155,7 @@ def test_a_retain_that_timed_out_but_lands_later_is_deleted_again_before_purge_c
     timing_out.retain = retain_that_times_out  # type: ignore[method-assign]
     replica = HindsightSyncer(system.ledger, timing_out, system.syncer.purge)
     assert replica.sync(limit=1) == 0
-    forget_id = system.memories.forget(ALICE, memory_id)["forget_id"]
+    forget_id = system.memories.forget(ALICE, memory_id).forget_id
     assert system.syncer.sync() == 0  # deleted, but a retain may still land: not reported yet
     assert hindsight_copy(system, forget_id)[1]["state"] == "pending"
     go.set()
@@ -209,7 +209,7 @@ def test_deletes_are_claimed_before_failing_retains(system, hindsight) -> None:
     forgotten = remember(system, "My dentist appointment is on the third floor")
     assert system.syncer.sync() == 1
     stuck = [remember(system, f"Room {n} has a broken projector") for n in range(4)]
-    forget_id = system.memories.forget(ALICE, forgotten)["forget_id"]
+    forget_id = system.memories.forget(ALICE, forgotten).forget_id
 
     calls: list[tuple[str, str]] = []
     failing = client(hindsight)
@@ -241,7 +241,7 @@ def test_the_audit_deletes_a_document_that_came_back_and_says_so(system, hindsig
     hs = client(hindsight)
     memory_id = remember(system, "The spare office keys are in the blue drawer")
     assert system.syncer.sync() == 1
-    forget_id = system.memories.forget(ALICE, memory_id)["forget_id"]
+    forget_id = system.memories.forget(ALICE, memory_id).forget_id
     assert system.syncer.sync() == 1
     first = hindsight_copy(system, forget_id)[1]
     assert first["state"] == "purged" and not hs.exists(BANK, memory_id)
@@ -303,7 +303,7 @@ def test_with_access_to_hindsights_database_the_purge_waits_for_vacuum_and_analy
             assert _text_in_statistics(conn, words) >= 1  # the leak this guards against is real
             assert _tuples_holding(conn, "memory_units", words) >= 1
 
-        forget_id = engram.memories.forget(ALICE, memory_id)["forget_id"]
+        forget_id = engram.memories.forget(ALICE, memory_id).forget_id
         assert engram.syncer.sync() == 1
         status, copy = hindsight_copy(engram, forget_id)
         assert status == "purge_complete"
@@ -328,7 +328,7 @@ def test_with_access_to_hindsights_database_the_purge_waits_for_vacuum_and_analy
 def test_without_access_the_evidence_says_what_may_remain(system, hindsight) -> None:
     memory_id = remember(system, "The printer on floor two jams on Mondays")
     assert system.syncer.sync() == 1
-    forget_id = system.memories.forget(ALICE, memory_id)["forget_id"]
+    forget_id = system.memories.forget(ALICE, memory_id).forget_id
     assert system.syncer.sync() == 1
     status, copy = hindsight_copy(system, forget_id)
     assert status == "purge_complete" and copy["evidence"].endswith(NOT_VERIFIED)
@@ -378,7 +378,7 @@ def test_the_guard_allows_a_token_only_what_engram_does(system, hindsight) -> No
     hs = client(hindsight)
     assert hs.exists(mine, memory_id) and hs.document_facts(mine, memory_id)
     assert [h.document_id for h in hs.recall(mine, "fire drill", deadline=30)] == [memory_id]
-    forget_id = system.memories.forget(ALICE, memory_id)["forget_id"]
+    forget_id = system.memories.forget(ALICE, memory_id).forget_id
     assert system.syncer.sync() == 1 and hindsight_copy(system, forget_id)[0] == "purge_complete"
 
 

@@ -24,7 +24,7 @@ import httpx
 import psutil
 import pytest
 
-from helpers import SECRET, auth, fresh_database, remember_body, wait_until_ready
+from tests.support.helpers import SECRET, auth, fresh_database, remember_body, wait_until_ready
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 LIMIT = 1024 * 1024

@@ -18,8 +18,8 @@ from engram.domain.scope import Caller
 
 from .test_distributed import relay_for, started_worker
 from .test_restore_fence import backup, restore
-from broker import Background, TansuBroker, tansu_binary
-from helpers import auth, put_directory, stored_events
+from tests.support.broker import Background, TansuBroker, tansu_binary
+from tests.support.helpers import auth, put_directory, stored_events
 
 ALICE = Caller("acme", "alice", "user")
 BOB = Caller("acme", "bob", "user")
@@ -44,7 +44,7 @@ def write(path: Path, *records: dict[str, Any] | str) -> Path:
 
 
 def texts(engram: Engram, caller: Caller = ALICE) -> list[str]:
-    return sorted(m["text"] for m in engram.memories.list_memories(caller, q=None, limit=200, cursor=None)["items"])
+    return sorted(m.text for m in engram.memories.list_memories(caller, q=None, limit=200, cursor=None).items)
 
 
 def candidate_texts(engram: Engram, caller: Caller = ALICE) -> list[str]:
@@ -52,7 +52,7 @@ def candidate_texts(engram: Engram, caller: Caller = ALICE) -> list[str]:
 
 
 def recall(engram: Engram, query: str) -> list[str]:
-    return [i["text"] for i in engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=10)["items"]]
+    return [i.text for i in engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=10).items]
 
 
 def run(engram: Engram, path: Path, company: str = "acme") -> dict[str, Any]:
@@ -152,9 +152,9 @@ def test_the_same_file_twice_imports_each_record_once(engram, tmp_path) -> None:
 def test_a_forgotten_memory_is_not_imported_again(engram, tmp_path) -> None:
     path = write(tmp_path / "prior.jsonl", record(LIGHTHOUSE), record(WALKING), record(TRAIN, status="candidate"))
     run(engram, path)
-    [lighthouse] = [m for m in engram.memories.list_memories(ALICE, q=None, limit=10, cursor=None)["items"]
-                    if m["text"] == LIGHTHOUSE]
-    engram.memories.forget(ALICE, lighthouse["id"])
+    [lighthouse] = [m for m in engram.memories.list_memories(ALICE, q=None, limit=10, cursor=None).items
+                    if m.text == LIGHTHOUSE]
+    engram.memories.forget(ALICE, lighthouse.id)
     [train] = engram.memories.candidates(ALICE).items
     engram.memories.reject(ALICE, train.id)  # a rejected candidate is not proposed again either
 
@@ -162,7 +162,7 @@ def test_a_forgotten_memory_is_not_imported_again(engram, tmp_path) -> None:
     assert (again["imported"], again["duplicates"], again["skipped_forgotten"]) == (0, 1, 2)
     assert texts(engram) == [WALKING] and candidate_texts(engram) == []
     assert recall(engram, "lighthouse Godrevy") == []
-    assert engram.memories.get(ALICE, lighthouse["id"])["status"] == "forgotten"
+    assert engram.memories.get(ALICE, lighthouse.id).status == "forgotten"
 
 
 def test_after_a_rollback_of_the_import_the_forgotten_memory_stays_out(settings, database, tmp_path) -> None:
@@ -174,8 +174,8 @@ def test_after_a_rollback_of_the_import_the_forgotten_memory_stays_out(settings,
         dump = tmp_path / "before-import.dump"
         backup(database, dump)
         assert run(a, path)["imported"] == 2
-        [lighthouse] = [m["id"] for m in a.memories.list_memories(ALICE, q=None, limit=10, cursor=None)["items"]
-                        if m["text"] == LIGHTHOUSE]
+        [lighthouse] = [m.id for m in a.memories.list_memories(ALICE, q=None, limit=10, cursor=None).items
+                        if m.text == LIGHTHOUSE]
         [train] = [c.id for c in a.memories.candidates(ALICE).items]
         a.memories.forget(ALICE, lighthouse)
         a.memories.reject(ALICE, train)
@@ -285,8 +285,8 @@ def test_distributed_import_is_visible_when_it_returns_and_the_kafka_journal_kee
             assert (report["imported"], report["candidates"]) == (2, 1)
             # the workers applied every write before the import returned
             assert recall(a, "lighthouse Godrevy") == [LIGHTHOUSE] and candidate_texts(a) == [TRAIN]
-            [lighthouse] = [m["id"] for m in a.memories.list_memories(ALICE, q=None, limit=10, cursor=None)["items"]
-                            if m["text"] == LIGHTHOUSE]
+            [lighthouse] = [m.id for m in a.memories.list_memories(ALICE, q=None, limit=10, cursor=None).items
+                            if m.text == LIGHTHOUSE]
             a.memories.forget(ALICE, lighthouse)
             again = run(a, path)
             assert (again["imported"], again["duplicates"], again["skipped_forgotten"]) == (0, 2, 1)

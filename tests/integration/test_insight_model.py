@@ -16,7 +16,7 @@ from engram.domain.clock import FixedClock
 from engram.domain.insight import Fact, Group, Proposal
 from engram.domain.scope import Scope
 
-from fake_llm import FakeLLM
+from tests.support.fake_llm import FakeLLM
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 ALICE = Scope("acme", "alice")
@@ -141,7 +141,7 @@ def test_the_insight_service_runs_the_model_beside_the_local_proposer(settings, 
     try:
         ids = [system.memories.remember(alice, text=t, source={"kind": "chat", "id": "c-1", "message_id": None},
                                         occurred_at=None, visibility="general", team=None, valid_from=None,
-                                        valid_to=None)["id"]
+                                        valid_to=None).id
                for t in ("Risks come first in the weekly report", "I want the risks up front when summarising",
                          "I like tea")]
         llm.insights = lambda lines: {"insights": [

@@ -20,7 +20,7 @@ from engram.api.bootstrap import Engram
 from engram.api.http import create_app
 from engram.domain.clock import FixedClock
 
-from helpers import SECRET, auth, is_problem, put_directory, remember_body
+from tests.support.helpers import SECRET, auth, is_problem, put_directory, remember_body
 
 LAST_MONTH = datetime(2026, 10, 2, 9, 0, tzinfo=UTC)   # a Friday
 THIS_WEEK = datetime(2026, 11, 26, 9, 0, tzinfo=UTC)   # the Thursday before

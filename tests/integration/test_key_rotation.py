@@ -22,7 +22,7 @@ from engram.api.bootstrap import Engram, key_rotation
 from engram.api.http import create_app
 from engram.service.key_rotation import KeyStatus
 
-from helpers import SECRET, auth
+from tests.support.helpers import SECRET, auth
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -242,7 +242,7 @@ def test_a_forget_during_a_rotation_is_never_undone(opened: Any, settings: Any, 
     engram.close()
     done = opened(new)
     for i, memory_id in enumerate(ids):
-        text = done.memories.get(caller(), memory_id)["text"]
+        text = done.memories.get(caller(), memory_id).text
         assert text == (None if memory_id in doomed else f"I keep notebook number {i}")
 
 
@@ -421,7 +421,8 @@ def test_a_root_that_cannot_be_told_is_never_guessed(opened: Any, settings: Any,
     engram = opened(old)
     with api(engram) as client:
         memory = remember(client, TEA).json()["id"]
-    assert engram.memories.forget(caller(), memory)["status"] == "stopped_using"
+    assert engram.memories.forget(caller(), memory).status == "stopped_using"
+
     engram.close()
     # as a database from before 0012 whose every memory was forgotten: no key shows its master key
     execute(database, "DELETE FROM engram_derivation_root")

@@ -20,7 +20,7 @@ from engram.domain.scope import Caller, Scope
 from engram.hindsight_guard import tokens
 from engram.hindsight_guard.tokens import public_key_text
 
-from hindsight_server import HindsightServer, hindsight_binary, start_beside
+from tests.support.hindsight_server import HindsightServer, hindsight_binary, start_beside
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
               pytest.mark.skipif(hindsight_binary() is None, reason="Hindsight is not installed (make hindsight)")]
@@ -44,7 +44,7 @@ def hindsight(postgres: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 def remember(engram: Engram, text: str, message_id: str) -> str:
     return str(engram.memories.remember(ALICE, text=text, source={"kind": "chat", "id": "chat-1", "message_id":
                                                                   message_id}, occurred_at=None,
-                                        visibility="general", team=None, valid_from=None, valid_to=None)["id"])
+                                        visibility="general", team=None, valid_from=None, valid_to=None).id)
 
 
 def test_the_guard_takes_both_keys_while_engram_moves_to_the_new_one(

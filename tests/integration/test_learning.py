@@ -15,7 +15,7 @@ from engram.api.bootstrap import Engram
 from engram.api.http import create_app
 from engram.domain.clock import FixedClock
 
-from helpers import SECRET, auth, is_problem, remember_body
+from tests.support.helpers import SECRET, auth, is_problem, remember_body
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from engram.api.http import create_app
 
-from helpers import SECRET, auth, put_directory, remember_body
+from tests.support.helpers import SECRET, auth, put_directory, remember_body
 
 TEXT = "I prefer weekly reports as short bullet points, zebrafinch-7781"
 FIXED = "I prefer monthly reports as long narrative prose, zebrafinch-7781"
@@ -194,23 +194,23 @@ def test_candidates_review_through_the_service(engram, client) -> None:
     rejected = engram.memories.propose(alice, text="likes rain", quote="I like rain", source=source, occurred_at=None)
     headers = auth()
     listed = client.get("/v1/candidates", headers=headers).json()["items"]
-    assert {c["id"] for c in listed} == {normal["id"], sensitive["id"], rejected["id"]}
+    assert {c["id"] for c in listed} == {normal.id, sensitive.id, rejected.id}
     assert {c["review"] for c in listed} == {"normal", "sensitive"}
     assert all(c["status"] == "pending_review" and c["expires_at"] for c in listed)
     # unreviewed candidates never reach recall
     assert client.post("/v1/recall", json={"query": "tea insulin rain"}, headers=headers).json()["items"] == []
 
-    r = client.post(f"/v1/candidates/{sensitive['id']}/confirm", json={}, headers=headers)
+    r = client.post(f"/v1/candidates/{sensitive.id}/confirm", json={}, headers=headers)
     assert r.status_code == 409 and r.json()["code"] == "sensitive_ack_required"
-    r = client.post(f"/v1/candidates/{sensitive['id']}/confirm", json={"acknowledge_sensitive": True}, headers=headers)
+    r = client.post(f"/v1/candidates/{sensitive.id}/confirm", json={"acknowledge_sensitive": True}, headers=headers)
     assert r.status_code == 200 and r.json()["status"] == "confirmed"
-    r = client.post(f"/v1/candidates/{normal['id']}/confirm", json={"text": "prefers green tea"}, headers=headers)
+    r = client.post(f"/v1/candidates/{normal.id}/confirm", json={"text": "prefers green tea"}, headers=headers)
     assert r.status_code == 200 and r.json()["text"] == "prefers green tea"
-    assert client.post(f"/v1/candidates/{rejected['id']}/reject", headers=headers).status_code == 200
+    assert client.post(f"/v1/candidates/{rejected.id}/reject", headers=headers).status_code == 200
     assert client.get("/v1/candidates", headers=headers).json()["items"] == []
     texts = {i["text"] for i in client.post("/v1/recall", json={"query": "tea insulin rain"}, headers=headers).json()["items"]}
     assert texts == {"prefers green tea", "takes insulin"}
-    assert client.post(f"/v1/candidates/{rejected['id']}/confirm", json={}, headers=headers).status_code == 409
+    assert client.post(f"/v1/candidates/{rejected.id}/confirm", json={}, headers=headers).status_code == 409
 
 
 def test_list_pagination_and_query(client) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from helpers import auth, put_directory, remember_body
+from tests.support.helpers import auth, put_directory, remember_body
 
 TWO_STATEMENTS = "Thanks! I prefer weekly reports as short bullet points. I always put risks first. What's next?"
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from engram.api.http import create_app
 
-from helpers import SECRET, is_problem, token
+from tests.support.helpers import SECRET, is_problem, token
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from helpers import auth, remember_body
+from tests.support.helpers import auth, remember_body
 
 FAMILIES = ("engram_http_requests_total", "engram_http_request_duration_seconds", "engram_recall_degraded_total",
             "engram_receipt_processing_failures_total", "engram_inbox_receipts", "engram_purge_pending",

@@ -22,7 +22,7 @@ from engram.api.bootstrap import Engram
 from engram.api.cli import main
 from engram.api.http import create_app
 
-from helpers import SECRET, auth, remember_body
+from tests.support.helpers import SECRET, auth, remember_body
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

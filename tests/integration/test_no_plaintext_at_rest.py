@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import auth, files_containing, pg_dump, remember_body
+from tests.support.helpers import auth, files_containing, pg_dump, remember_body
 
 SECRETS = [
     "quokka5521 prefers the aisle seat on long flights",

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 from uuid import UUID
 
-from helpers import auth, remember_body
+from tests.support.helpers import auth, remember_body
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,7 +3,7 @@ insight gets 403 `person_only`, decided before its body is read, and nothing is 
 
 from __future__ import annotations
 
-from helpers import auth, is_problem, put_directory, remember_body, stored_events
+from tests.support.helpers import auth, is_problem, put_directory, remember_body, stored_events
 
 
 def test_a_bot_never_reviews_for_its_person(engram, client) -> None:

@@ -33,7 +33,7 @@ def _remember_without_settling(engram: Any, text: str) -> None:
 
 
 def _recalled(engram: Any, query: str) -> list[str]:
-    return [i["text"] for i in engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=5)["items"]]
+    return [i.text for i in engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500, limit=5).items]
 
 
 def test_background_runner_applies_events_it_is_notified_of(engram) -> None:
@@ -140,26 +140,26 @@ def test_the_recall_view_written_as_events_arrive_is_the_one_recomputed_and_rebu
     dated = memories.remember(ALICE, text="my desk is on floor three", source={**SOURCE, "message_id": "m-2"},
                               occurred_at=datetime(2026, 3, 4, tzinfo=UTC), visibility="general", team=None,
                               valid_from=datetime(2026, 1, 1, tzinfo=UTC), valid_to=None)
-    memories.correct(ALICE, dated["id"], text="my desk is on floor five", valid_from=datetime(2026, 6, 1, tzinfo=UTC),
+    memories.correct(ALICE, dated.id, text="my desk is on floor five", valid_from=datetime(2026, 6, 1, tzinfo=UTC),
                      valid_to=None, reason=None)
-    memories.correct(ALICE, plain["id"], text="the build server is called kestrel", valid_from=None, valid_to=None,
+    memories.correct(ALICE, plain.id, text="the build server is called kestrel", valid_from=None, valid_to=None,
                      reason=None)
     candidate = memories.propose(bob, text="bob likes green tea", quote="I like green tea", source=SOURCE,
                                  occurred_at=None)
-    memories.confirm(bob, candidate["id"], text="bob likes green tea with honey", acknowledge_sensitive=False)
+    memories.confirm(bob, candidate.id, text="bob likes green tea with honey", acknowledge_sensitive=False)
     gone = memories.remember(bob, text="bob parks in row seven", source={**SOURCE, "message_id": "m-3"},
                              occurred_at=None, visibility="general", team=None, valid_from=None, valid_to=None)
-    memories.forget(bob, gone["id"])
+    memories.forget(bob, gone.id)
 
     written = _recall_rows(engram)
     assert written["stats"] == written["answers"]  # the per-person figures add up
     assert len(written["answers"]) == 2 and written["terms"]
     answering = sorted((str(r[0]), r[1]) for r in written["revisions"] if r[2])
     # the dated memory's first span and its correction; the replaced text's correction; the confirmed candidate
-    assert answering == sorted([(dated["id"], 1), (dated["id"], 2), (plain["id"], 2), (candidate["id"], 1)])
+    assert answering == sorted([(dated.id, 1), (dated.id, 2), (plain.id, 2), (candidate.id, 1)])
 
     recall = engram.projections["recall"]
-    ids = [plain["id"], dated["id"], candidate["id"]]
+    ids = [plain.id, dated.id, candidate.id]
     with engram.store.datastore.transaction(commit=True) as curs:  # recompute every answer from stored rows
         recall.begin()
         for memory_id in ids:
@@ -169,9 +169,9 @@ def test_the_recall_view_written_as_events_arrive_is_the_one_recomputed_and_rebu
 
     engram.operations.rebuild("recall")
     assert _recall_rows(engram) == written
-    assert engram.ledger.get(UUID(gone["id"]), Memory).is_forgotten
-    assert [i["text"] for i in engram.recall.recall(ALICE, query="kestrel", as_of=None, max_bytes=17500,
-                                                    limit=5)["items"]] == ["the build server is called kestrel"]
+    assert engram.ledger.get(UUID(gone.id), Memory).is_forgotten
+    assert [i.text for i in engram.recall.recall(ALICE, query="kestrel", as_of=None, max_bytes=17500,
+                                                  limit=5).items] == ["the build server is called kestrel"]
 
 
 def _store_without_settling(engram: Any, texts: list[str]) -> list[int]:
@@ -230,9 +230,9 @@ def test_every_concurrent_write_is_visible_when_it_returns(engram) -> None:
                     "SELECT (SELECT count(*) FROM engram_memories WHERE memory_id = %(m)s) "
                     "+ (SELECT count(*) FROM engram_link_memories WHERE memory_id = %(m)s) "
                     "+ (SELECT count(*) FROM engram_insight_memories WHERE memory_id = %(m)s) AS n",
-                    {"m": memory["id"]}).fetchone()
+                    {"m": memory.id}).fetchone()
             if row["n"] != 3:
-                missing.append(memory["id"])
+                missing.append(memory.id)
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
     for t in threads:

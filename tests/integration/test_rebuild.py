@@ -22,7 +22,7 @@ def _source(n: int) -> dict[str, str]:
     return {"kind": "chat", "id": f"chat-{n % 2}", "message_id": f"m-{n}"}
 
 
-def _remember(engram: Any, who: Caller, text: str, n: int, **kw: Any) -> dict[str, Any]:
+def _remember(engram: Any, who: Caller, text: str, n: int, **kw: Any) -> Any:
     args = {"occurred_at": None, "visibility": "general", "team": None, "valid_from": None, "valid_to": None, **kw}
     return engram.memories.remember(who, text=text, source=_source(n), **args)
 
@@ -33,18 +33,18 @@ def _history(engram: Any) -> None:
     kept = _remember(engram, ALICE, "the build server is called osprey", 1)
     dated = _remember(engram, ALICE, "my desk is on floor three", 2, occurred_at=datetime(2026, 3, 4, tzinfo=UTC),
                       valid_from=datetime(2026, 1, 1, tzinfo=UTC))
-    m.correct(ALICE, dated["id"], text="my desk is on floor five", valid_from=datetime(2026, 6, 1, tzinfo=UTC),
+    m.correct(ALICE, dated.id, text="my desk is on floor five", valid_from=datetime(2026, 6, 1, tzinfo=UTC),
               valid_to=None, reason=None)
-    m.correct(ALICE, kept["id"], text="the build server is called kestrel", valid_from=None, valid_to=None,
+    m.correct(ALICE, kept.id, text="the build server is called kestrel", valid_from=None, valid_to=None,
               reason=None)
     candidate = m.propose(BOB, text="bob likes green tea", quote="I like green tea", source=_source(3),
                           occurred_at=None)
-    m.confirm(BOB, candidate["id"], text="bob likes green tea with honey", acknowledge_sensitive=False)
+    m.confirm(BOB, candidate.id, text="bob likes green tea with honey", acknowledge_sensitive=False)
     rejected = m.propose(BOB, text="bob dislikes rain", quote="I dislike rain", source=_source(4), occurred_at=None)
-    m.reject(BOB, rejected["id"])
+    m.reject(BOB, rejected.id)
     gone = _remember(engram, BOB, "bob parks in row seven", 5)
     _remember(engram, BOB, "bob parks near the lift", 5)  # the same message: linked to the forgotten one
-    m.forget(BOB, gone["id"])
+    m.forget(BOB, gone.id)
     for i in range(12):
         _remember(engram, ALICE, f"alice note number {i} about herons", 10 + i)
 
@@ -96,8 +96,8 @@ def _shadow_schemas(engram: Any) -> list[str]:
 
 
 def _recalled(engram: Any, query: str) -> list[str]:
-    return [i["text"] for i in engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500,
-                                                    limit=20)["items"]]
+    return [i.text for i in engram.recall.recall(ALICE, query=query, as_of=None, max_bytes=17500,
+                                                  limit=20).items]
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def test_writes_and_reads_go_on_while_a_view_is_rebuilt(engram, small_batches) -
     def meanwhile() -> None:
         made = _remember(engram, ALICE, "the herons nest by the weir", 99)
         seen["during"] = _recalled(engram, "weir")
-        seen["id"] = made["id"]
+        seen["id"] = made.id
 
     def progress(done: int, total: int) -> None:
         calls.append((done, total))
@@ -280,10 +280,11 @@ def _many(engram: Any, n: int = 30) -> None:
         who = ALICE if i % 2 else BOB
         made = _remember(engram, who, f"heron count {i} at the weir", 200 + i)
         if i % 5 == 1:
-            engram.memories.correct(who, made["id"], text=f"heron count {i} at the mill", valid_from=None,
+            engram.memories.correct(who, made.id, text=f"heron count {i} at the mill", valid_from=None,
                                     valid_to=None, reason=None)
         if i == 2:
-            engram.memories.forget(who, made["id"])
+            engram.memories.forget(who, made.id)
+
     with engram.store.datastore.transaction() as curs:
         curs.execute("SELECT memory_id FROM engram_memories")
         assert {r["memory_id"].int % 2 for r in curs.fetchall()} == {0, 1}

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from helpers import auth, remember_body
+from tests.support.helpers import auth, remember_body
 
 LIMIT = 8192
 

@@ -14,7 +14,7 @@ import pytest
 from engram.adapters.vectors import pack
 from engram.api.bootstrap import Engram
 
-from helpers import auth, files_containing, pg_dump, remember_body
+from tests.support.helpers import auth, files_containing, pg_dump, remember_body
 
 MEMORIES = [
     "My sister Ana moved to Porto last spring.",
@@ -75,7 +75,7 @@ def test_a_forgotten_memory_is_never_ranked_again_in_any_process(engram, client,
 
         from engram.api.http import create_app
 
-        from helpers import SECRET
+        from tests.support.helpers import SECRET
 
         with TestClient(create_app(other, SECRET)) as second:
             query = "In which town is my sibling living these days?"
@@ -228,7 +228,7 @@ def test_a_new_model_re_embeds_while_the_old_vectors_keep_serving(engram, client
 
     from engram.api.http import create_app
 
-    from helpers import SECRET
+    from tests.support.helpers import SECRET
 
     ids = remember_all(client, engram)  # embedded by the packaged model
     question = "In which town is my sibling living these days?"  # no word in common with the memory

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from helpers import auth
+from tests.support.helpers import auth
 
 CHAT = {"kind": "chat", "id": "chat-holiday"}
 

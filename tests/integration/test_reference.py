@@ -19,7 +19,7 @@ from engram.contract import admin, examples
 from engram.contract import requests as schemas
 from engram.contract import responses as models
 
-from helpers import auth, put_directory
+from tests.support.helpers import auth, put_directory
 
 PROBLEM = "application/problem+json"
 # What each kind of operation can answer besides its successes.

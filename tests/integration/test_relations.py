@@ -10,7 +10,7 @@ from typing import Any
 
 from engram.domain.receipt import Receipt, receipt_uuid
 
-from helpers import SECRET, auth, remember_body
+from tests.support.helpers import SECRET, auth, remember_body
 
 ALICE = auth()
 NOW = datetime.now(UTC)
@@ -126,7 +126,7 @@ def test_with_a_model_configured_it_judges_what_the_rules_and_vectors_leave_with
     from engram.api.bootstrap import Engram
     from engram.api.http import create_app
 
-    from helpers import SECRET
+    from tests.support.helpers import SECRET
 
     asked: list[tuple[str, list[str]]] = []
 
@@ -227,7 +227,7 @@ def test_a_models_fragment_becomes_a_candidate_that_stands_on_its_own(settings, 
     from engram.api.bootstrap import Engram
     from engram.api.http import create_app
 
-    from helpers import SECRET
+    from tests.support.helpers import SECRET
 
     message = "Luis is my landlord and he only answers texts."
     llm.proposals[message] = [{"text": "he only answers texts", "quote": "he only answers texts"}]
@@ -251,7 +251,7 @@ def test_a_models_proposal_that_leans_on_an_earlier_message_or_passes_on_a_rumou
     from engram.api.bootstrap import Engram
     from engram.api.http import create_app
 
-    from helpers import SECRET
+    from tests.support.helpers import SECRET
 
     message = "She's bringing her son. Apparently Rui is moving to Coimbra. I live in Campo de Ourique."
     llm.proposals[message] = [{"text": "She's bringing her son", "quote": "She's bringing her son"},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from helpers import auth, is_problem, pg_dump, remember_body
+from tests.support.helpers import auth, is_problem, pg_dump, remember_body
 
 SOURCE = {"kind": "chat", "id": "chat-7", "message_id": "m-41"}
 

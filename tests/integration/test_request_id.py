@@ -12,7 +12,7 @@ import pytest
 
 from engram.adapters.logs import request_id
 
-from helpers import auth, remember_body
+from tests.support.helpers import auth, remember_body
 
 NEW = re.compile(r"[0-9a-f]{32}")
 

@@ -13,7 +13,7 @@ from engram.api.http import create_app
 from engram.domain.clock import FixedClock
 from engram.domain.scope import Caller
 
-from helpers import SECRET, auth, remember_body, stored_events
+from tests.support.helpers import SECRET, auth, remember_body, stored_events
 
 SECRETS = [
     "my password is hunter2-orchid",
@@ -81,9 +81,9 @@ def test_secrets_are_refused_in_edits_corrections_and_proposals(engram, client) 
     alice = Caller("acme", "alice", "user")
     source = {"kind": "chat", "id": "c", "message_id": "m"}
     candidate = engram.memories.propose(alice, text="likes tea", quote="I like tea", source=source, occurred_at=None)
-    r = client.post(f"/v1/candidates/{candidate['id']}/confirm", json={"text": "my pin is 4821"}, headers=auth())
+    r = client.post(f"/v1/candidates/{candidate.id}/confirm", json={"text": "my pin is 4821"}, headers=auth())
     assert r.status_code == 422 and r.json()["code"] == "secret_refused"
-    r = client.post(f"/v1/candidates/{candidate['id']}/confirm", json={"text": "takes insulin daily"}, headers=auth())
+    r = client.post(f"/v1/candidates/{candidate.id}/confirm", json={"text": "takes insulin daily"}, headers=auth())
     assert r.status_code == 409 and r.json()["code"] == "sensitive_ack_required"
     from engram.domain.review import SecretRefused
 
@@ -93,7 +93,7 @@ def test_secrets_are_refused_in_edits_corrections_and_proposals(engram, client) 
                                occurred_at=None)
     assert engram.store.recorder.max_notification_id() == before
     sensitive = engram.memories.propose(alice, text="on insulin", quote="I take insulin", source=source, occurred_at=None)
-    assert sensitive["review"] == "sensitive"
+    assert sensitive.review == "sensitive"
 
 
 def test_candidates_expire_and_are_shredded(settings, database) -> None:
@@ -110,14 +110,14 @@ def test_candidates_expire_and_are_shredded(settings, database) -> None:
         assert system.memories.expire_due_candidates() == 1
         assert system.memories.expire_due_candidates() == 0  # idempotent
         with TestClient(create_app(system, SECRET)) as c:
-            assert [x["id"] for x in c.get("/v1/candidates", headers=auth()).json()["items"]] == [young["id"]]
-            got = c.get(f"/v1/memories/{old['id']}", headers=auth()).json()
+            assert [x["id"] for x in c.get("/v1/candidates", headers=auth()).json()["items"]] == [young.id]
+            got = c.get(f"/v1/memories/{old.id}", headers=auth()).json()
             assert got["status"] == "expired" and got["text"] is None
-            history = c.get(f"/v1/memories/{old['id']}/history", headers=auth()).json()["events"]
+            history = c.get(f"/v1/memories/{old.id}/history", headers=auth()).json()["events"]
             assert [e["type"] for e in history] == ["Proposed", "Expired"] and all(e["text"] is None for e in history)
-            r = c.post(f"/v1/candidates/{old['id']}/confirm", json={}, headers=auth())
+            r = c.post(f"/v1/candidates/{old.id}/confirm", json={}, headers=auth())
             assert r.status_code == 409
-        assert system.store.keys.get(old["id"]) is None and system.store.keys.get(young["id"]) is not None
+        assert system.store.keys.get(old.id) is None and system.store.keys.get(young.id) is not None
     finally:
         system.close()
 
@@ -132,14 +132,14 @@ def test_rejected_candidates_are_shredded_and_expired_ones_cannot_be_confirmed(s
                                           occurred_at=None)
         late = system.memories.propose(alice, text="likes rowan", quote="I like rowan", source=source,
                                       occurred_at=None)
-        system.memories.reject(alice, rejected["id"])
-        assert system.store.keys.get(rejected["id"]) is None
-        assert system.memories.get(alice, rejected["id"])["text"] is None
+        system.memories.reject(alice, rejected.id)
+        assert system.store.keys.get(rejected.id) is None
+        assert system.memories.get(alice, rejected.id).text is None
         clock.advance(days=1)  # expired, though no sweep has run yet
         from engram.domain.errors import NotACandidate
 
         with pytest.raises(NotACandidate):
-            system.memories.confirm(alice, late["id"], text=None, acknowledge_sensitive=False)
+            system.memories.confirm(alice, late.id, text=None, acknowledge_sensitive=False)
     finally:
         system.close()
 
@@ -165,11 +165,11 @@ def test_rejection_and_expiry_report_their_purge_like_a_forget(settings, databas
                                            occurred_at=None)
         expiring = system.memories.propose(alice, text="likes rowan", quote="I like rowan", source=source,
                                            occurred_at=None)
-        answer = client.post(f"/v1/candidates/{rejected['id']}/reject", headers=auth())
-        assert answer.status_code == 200 and answer.json()["purge_id"] == f"rj-{rejected['id']}"
+        answer = client.post(f"/v1/candidates/{rejected.id}/reject", headers=auth())
+        assert answer.status_code == 200 and answer.json()["purge_id"] == f"rj-{rejected.id}"
         clock.advance(days=1, seconds=1)
         assert system.memories.expire_due_candidates() == 1
-        for purge_id in (f"rj-{rejected['id']}", f"ex-{expiring['id']}"):
+        for purge_id in (f"rj-{rejected.id}", f"ex-{expiring.id}"):
             status = client.get(f"/v1/forgets/{purge_id}", headers=auth())
             assert status.status_code == 200, status.text
             doc = status.json()
@@ -181,7 +181,7 @@ def test_rejection_and_expiry_report_their_purge_like_a_forget(settings, databas
         with system.store.datastore.get_connection() as conn:
             rows = conn.execute("SELECT count(*) AS n FROM engram_memories WHERE memory_id = ANY(%s::uuid[]) "
                                 "AND (sealed_text IS NOT NULL OR sealed_evidence IS NOT NULL)",
-                                ([rejected["id"], expiring["id"]],)).fetchone()["n"]
+                                ([rejected.id, expiring.id],)).fetchone()["n"]
         assert rows == 0  # not even ciphertext under the destroyed keys stays in the view
     finally:
         system.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engram.domain.receipt import Receipt, receipt_uuid
 
-from helpers import auth, remember_body
+from tests.support.helpers import auth, remember_body
 
 ALICE = auth()
 # Not the ids test_no_plaintext_at_rest scans the shared server's files for: a revocation writes its id

@@ -13,10 +13,12 @@ from engram.adapters.content_rules import ContentRules
 from engram.adapters.embedders import LocalEmbedder
 from engram.adapters.sensitive_probe import SensitiveProbe
 from engram.adapters.sensitive_rules import sensitive_kind
+from engram.contract.responses import CandidateOut, MemoryOut
 from engram.domain.memory_rules import CONFIRMED, PENDING
 from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT, SENSITIVE_CONTENT
 from engram.domain.scope import Caller
-from fakes import build
+
+from tests.support.fakes import build
 
 # held by the rules (a condition named), about no one: a show
 A_SHOW = "The new hospital drama has a surgeon with insomnia and it's so dramatic"
@@ -76,9 +78,9 @@ def test_a_remember_of_a_show_is_stored_and_of_a_diagnosis_waits_for_review(prob
     alice = Caller("acme", "alice", "user")
     chat = {"kind": "chat", "id": "chat-42", "message_id": "m-1"}
 
-    def remember(text: str) -> dict[str, Any]:
+    def remember(text: str) -> MemoryOut | CandidateOut:
         return world.memories.remember(alice, text=text, source=chat, occurred_at=None, visibility="general",
                                        team=None, valid_from=None, valid_to=None)
 
-    assert remember(A_SHOW)["status"] == CONFIRMED
-    assert remember(OWN[0])["status"] == PENDING
+    assert remember(A_SHOW).status == CONFIRMED
+    assert remember(OWN[0]).status == PENDING

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import jwt
 
-from helpers import SECRET, auth
+from tests.support.helpers import SECRET, auth
 
 
 def _status(client, headers) -> tuple[int, str | None]:

@@ -22,7 +22,7 @@ SOURCE = {"kind": "chat", "id": "chat-1", "message_id": "m-1"}
 
 def remember(engram: Engram, text: str = "I keep bees on the roof") -> str:
     return engram.memories.remember(ALICE, text=text, source=SOURCE, occurred_at=None, visibility="general",
-                                    team=None, valid_from=None, valid_to=None)["id"]
+                                    team=None, valid_from=None, valid_to=None).id
 
 
 def count(engram: Engram, query: str, *args: Any) -> int:
@@ -70,19 +70,19 @@ def test_a_forget_is_whole_or_nothing(opened, monkeypatch) -> None:
     assert count(engram, "SELECT count(*) AS n FROM engram_data_keys WHERE key_id = %s", memory_id) == 1
     assert count(engram, "SELECT count(*) AS n FROM engram_tombstones") == 0
     assert memory_id not in engram.ledger.tombstones
-    assert engram.memories.get(ALICE, memory_id)["text"] == "I keep bees on the roof"
+    assert engram.memories.get(ALICE, memory_id).text == "I keep bees on the roof"
 
     answer = engram.memories.forget(ALICE, memory_id)  # and the retry forgets it
     assert count(engram, "SELECT count(*) AS n FROM engram_data_keys WHERE key_id = %s", memory_id) == 0
     assert count(engram, "SELECT count(*) AS n FROM engram_tombstones WHERE aggregate_id = %s", memory_id) == 1
-    assert engram.memories.get(ALICE, memory_id)["status"] == "forgotten"
-    assert answer["status"] == "stopped_using"
+    assert engram.memories.get(ALICE, memory_id).status == "forgotten"
+    assert answer.status == "stopped_using"
 
 
 def test_the_journal_lives_beside_the_data_directory_and_gets_every_tombstone(opened, settings) -> None:
     engram = opened()
     memory_id = remember(engram)
-    forget_id = engram.memories.forget(ALICE, memory_id)["forget_id"]
+    forget_id = engram.memories.forget(ALICE, memory_id).forget_id
     engram.governance.revoke_source(ALICE, "chat-9")
     wait_published(engram)
 
@@ -131,7 +131,7 @@ def test_a_database_older_than_the_journal_is_refused_until_fenced(opened, setti
     assert count(fencing, "SELECT count(*) AS n FROM engram_tombstones WHERE aggregate_id = %s", memory_id) == 1
     fencing.close()
     again = opened()
-    assert again.memories.get(ALICE, memory_id)["status"] == "forgotten"
+    assert again.memories.get(ALICE, memory_id).status == "forgotten"
 
 
 def test_a_journal_left_in_the_data_directory_is_adopted(opened, settings) -> None:
@@ -160,7 +160,7 @@ def test_journal_path_defaults_beside_the_data_directory(tmp_path: Path) -> None
 
 def test_purged_views_are_vacuumed_and_their_evidence_says_when(opened) -> None:
     engram = opened()
-    forget_id = engram.memories.forget(ALICE, remember(engram))["forget_id"]
+    forget_id = engram.memories.forget(ALICE, remember(engram)).forget_id
     before = {c["copy"]: c["evidence"] for c in engram.memories.forget_status(ALICE, forget_id)["copies"]}
     assert "vacuumed" not in before["recall_view"]
     at = engram.ledger.clock.now()
@@ -176,12 +176,12 @@ def test_purged_views_are_vacuumed_and_their_evidence_says_when(opened) -> None:
 def test_the_purge_backlog_counts_what_is_not_purged_yet(opened) -> None:
     engram = opened(hindsight_url="http://127.0.0.1:9")  # Hindsight's copy cannot be purged: nothing syncs
     operator = Caller("acme", "root", "operator")
-    assert engram.operations.admin_status(operator)["backlogs"]["purge"]["forgets_pending"] == 0
-    forget_id = engram.memories.forget(ALICE, remember(engram))["forget_id"]
+    assert engram.operations.admin_status(operator).backlogs.purge["forgets_pending"] == 0
+    forget_id = engram.memories.forget(ALICE, remember(engram)).forget_id
     wait_published(engram)
-    backlog = engram.operations.admin_status(operator)["backlogs"]["purge"]
+    backlog = engram.operations.admin_status(operator).backlogs.purge
     assert backlog == {"forgets_pending": 1, "tombstones_unpublished": 0}
-    assert engram.operations.admin_status(Caller("globex", "root", "operator"))["backlogs"]["purge"][
+    assert engram.operations.admin_status(Caller("globex", "root", "operator")).backlogs.purge[
         "forgets_pending"] == 0
     assert {r.name: r.samples for r in engram.operations.readings()}["engram_purge_pending"] == [({}, 1)]
     assert engram.memories.forget_status(ALICE, forget_id)["status"] == "stopped_using"
@@ -194,7 +194,7 @@ def test_restoring_the_whole_data_directory_is_refused_until_fenced(tmp_path: Pa
 
     from engram.service.settings import Settings
 
-    from helpers import SECRET
+    from tests.support.helpers import SECRET
 
     settings = Settings(data_dir=tmp_path / "data", token_secret=SECRET, db_pool_size=2)
     first = Engram.open(settings, background=False)
@@ -213,15 +213,15 @@ def test_restoring_the_whole_data_directory_is_refused_until_fenced(tmp_path: Pa
         Engram.open(settings, background=False)
     fencing = Engram.open(settings, background=False, fenced=False)
     try:
-        assert fencing.memories.get(ALICE, memory_id)["text"] is None  # the fence already withholds the key
+        assert fencing.memories.get(ALICE, memory_id).text is None  # the fence already withholds the key
         fencing.operations.restore_fence()
     finally:
         fencing.close()
     third = Engram.open(settings, background=False)
     try:
         got = third.memories.get(ALICE, memory_id)
-        assert got["status"] == "forgotten" and got["text"] is None
+        assert got.status == "forgotten" and got.text is None
         assert third.recall.recall(ALICE, query="spare key heron", as_of=None, max_bytes=17500,
-                                   limit=5)["items"] == []
+                                   limit=5).items == []
     finally:
         third.close()

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from engram.adapters.availability import DatabaseUnavailable
 from engram.api import dependencies
 
-from helpers import auth
+from tests.support.helpers import auth
 
 
 class Failing:

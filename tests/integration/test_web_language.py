@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from helpers import auth, remember_body, token
+from tests.support.helpers import auth, remember_body, token
 
 CHINESE = {"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.8"}
 ENGLISH = {"Accept-Language": "en-US,en;q=0.9"}

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engram.adapters.extractors import RuleExtractor
 
-from helpers import examples
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import extraction as labelled  # bench/extraction.py: the set, the matching rule, the tally
+from bench import extraction as labelled  # bench/extraction.py: the set, the matching rule, the tally
+from tests.support.helpers import examples
 
 RULES = RuleExtractor()
 MESSAGES = labelled.load()

@@ -24,7 +24,7 @@ from engram.domain.insight import (
 )
 from engram.domain.scope import Scope
 
-from helpers import examples
+from tests.support.helpers import examples
 
 AT = datetime(2026, 11, 2, tzinfo=UTC)
 SCOPE = Scope("acme", "alice")

@@ -22,7 +22,7 @@ from engram.adapters.crypto import (
     previous_key_file,
 )
 
-from helpers import examples
+from tests.support.helpers import examples
 
 OLD, NEW, OTHER = (MasterKey(os.urandom(32)) for _ in range(3))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -107,12 +106,8 @@ def test_multi_hop_spans_two_sessions_and_updates_cite_only_the_latest_turn(data
 
 
 def test_dated_questions_name_the_day_of_their_evidence(data: dict[str, dict[str, Any]]) -> None:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import quality_text_en
-        import quality_text_zh
-    finally:
-        sys.path.remove(str(BENCH))
+    from bench import quality_text_en, quality_text_zh
+
     texts = {"en": quality_text_en, "zh": quality_text_zh}
     for lang, d in data.items():
         messages = _messages(d)
@@ -128,10 +123,7 @@ def test_dated_questions_name_the_day_of_their_evidence(data: dict[str, dict[str
 
 
 def test_the_files_are_what_the_generator_writes() -> None:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import quality_data
-    finally:
-        sys.path.remove(str(BENCH))
+    from bench import quality_data
+
     for t in (quality_data.quality_text_en, quality_data.quality_text_zh):
         assert quality_data.build(t) == _load(t.LANG), f"{t.LANG}.json differs from bench/quality_data.py's output"

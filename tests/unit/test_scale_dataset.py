@@ -5,9 +5,7 @@ their bot's."""
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -16,18 +14,12 @@ from engram.adapters.blind_index import index_terms, weighted_terms
 from engram.domain.directory import Directory
 from engram.domain.scope import Caller
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 @pytest.fixture(scope="module")
 def scale() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCH))
-    try:
-        import scale
+    from bench import scale
 
-        yield scale
-    finally:
-        sys.path.remove(str(BENCH))
+    yield scale
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

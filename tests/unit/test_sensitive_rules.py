@@ -7,10 +7,7 @@ is measured by bench/sensitive.py and reported in docs/benchmarks.md.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -21,19 +18,15 @@ from hypothesis import strategies as st
 from engram.adapters.content_rules import ContentRules
 from engram.domain.review import NORMAL_CONTENT, SECRET_CONTENT, SENSITIVE_CONTENT
 
-from helpers import examples
+from tests.support.helpers import examples
 
 RULES = ContentRules()
 
 
 def _bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "sensitive.py"
-    spec = importlib.util.spec_from_file_location("bench_sensitive", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    from bench import sensitive
+
+    return sensitive
 
 
 @pytest.fixture(scope="module")

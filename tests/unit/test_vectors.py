@@ -16,7 +16,7 @@ from engram.adapters.embedders import EmbedderUnavailable, QueryEmbeddings, Remo
 from engram.adapters.vectors import CJK, LATIN, pack, script_of, seal_vector, unpack, unseal_vector
 from engram.service.recall import Fusion
 
-from helpers import examples
+from tests.support.helpers import examples
 
 
 class SlowEmbedder:

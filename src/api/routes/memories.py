@@ -11,11 +11,12 @@ from engram.contract.responses import CandidateOut, ExportOut, History, LinkList
 
 from ..dependencies import Insights, Memories, Who
 from ..exports import to_markdown
-from ..middleware import JsonRoute, answer, written
+from ..middleware import JsonRoute, written
 from ..paths import PathId
 from ..reference import STORED_NOT_VISIBLE, answers
 
 router = APIRouter(route_class=JsonRoute, tags=["memories"])
+MARKDOWN = to_markdown(ExportOut.model_validate(EXPORT))  # the export example, as people read it
 
 
 @router.post("/v1/memories", summary="Remember something the person said",
@@ -37,11 +38,10 @@ def remember(body: RememberIn, who: Who, memories: Memories) -> Any:
         visibility=body.visibility, team=body.team, valid_from=body.valid_from, valid_to=body.valid_to,
         tags=body.tags,
     )
-    if memory["status"] == "pending_review":  # sensitive: a candidate awaiting the person's review
-        return answer(CandidateOut, memory, status_code=202)
-    if memory.get("existing"):  # the same text from the same message: the first memory, nothing new
-        return answer(MemoryOut, memory, status_code=200)
-    return written(memory, status_code=201)
+    if isinstance(memory, CandidateOut):  # sensitive: a candidate awaiting the person's review
+        return written(memory, status_code=202)
+    # the same text from the same message: the first memory, nothing new
+    return written(memory, status_code=200 if memory.existing else 201)
 
 
 @router.get("/v1/memories", summary="List the person's memories", response_model=MemoryList, responses=answers(None, 400))
@@ -100,12 +100,12 @@ def correct_memory(memory_id: PathId, body: CorrectIn, who: Who, memories: Memor
 
 
 @router.get("/v1/export", summary="Export everything the person holds", response_model=ExportOut,
-            responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}, "example": to_markdown(EXPORT)}}}})
+            responses={200: {"content": {"text/markdown": {"schema": {"type": "string"}, "example": MARKDOWN}}}})
 def export(who: Who, memories: Memories, insights: Insights, format: Literal["json", "markdown"] = "json") -> Any:
     """Every memory with its full history, and every insight, as JSON or (with `format=markdown`) as a
     Markdown document for people.
     """
-    data = {**memories.export(who), "insights": insights.list_insights(who).model_dump(exclude_unset=True)["items"]}
+    data = memories.export(who, insights.list_insights(who))
     if format == "markdown":
         return PlainTextResponse(to_markdown(data), media_type="text/markdown; charset=utf-8")
     return data

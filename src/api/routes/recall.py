@@ -8,7 +8,7 @@ from engram.contract.requests import RecallIn
 from engram.contract.responses import RecallOut
 
 from ..dependencies import Anyone, Recall
-from ..middleware import JsonRoute, written
+from ..middleware import JsonRoute
 
 router = APIRouter(route_class=JsonRoute, tags=["recall"])
 
@@ -20,5 +20,5 @@ def recall(body: RecallIn, who: Anyone, recall: Recall) -> Any:
     `as_of` answers as at an earlier time; `tags` keeps items with every tag given. `degraded: true` when
     the semantic index did not answer in time and the SQL ranking answered alone.
     """
-    return written(recall.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes,
-                                 limit=body.limit, tags=body.tags))
+    return recall.recall(who, query=body.query, as_of=body.as_of, max_bytes=body.max_bytes, limit=body.limit,
+                         tags=body.tags)

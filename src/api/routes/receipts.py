@@ -8,7 +8,7 @@ from engram.contract.requests import ReceiptBatchIn, ReceiptIn
 from engram.contract.responses import ReceiptBatch, ReceiptState
 
 from ..dependencies import Learning, Who
-from ..middleware import JsonRoute
+from ..middleware import JsonRoute, written
 from ..paths import PathId
 from ..reference import answers
 
@@ -33,8 +33,8 @@ def receive(body: ReceiptBatchIn | ReceiptIn, who: Who, learning: Learning) -> A
     `reason`.
     """
     if isinstance(body, ReceiptBatchIn):
-        return learning.receive_many(who, [_message(m) for m in body.messages])
-    return learning.receive(who, **_message(body))
+        return written(learning.receive_many(who, [_message(m) for m in body.messages]), status_code=202)
+    return written(learning.receive(who, **_message(body)), status_code=202)
 
 
 @router.get("/v1/receipts/{receipt_id}", summary="Follow a receipt", response_model=ReceiptState, responses=answers(None, 404))

@@ -12,7 +12,9 @@ from pathlib import Path
 import httpx
 import psycopg
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.lifetime import die_with_parent
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def hindsight_binary() -> Path | None:
@@ -70,7 +72,7 @@ class HindsightServer:
                 "HINDSIGHT_API_OPERATION_VALIDATOR_ENGRAM_PUBLIC_KEY": self.guard_public_key,
             })
         self.proc = subprocess.Popen([str(self.binary)], env=env, stdout=open(self.log, "ab"),
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -101,7 +103,7 @@ class HindsightServer:
 def start_with_fake_llm(database, log: Path, *, guard_public_key: str | None, observations: bool = False,
                         observe=None, embeddings: tuple[str, int] | None = None) -> HindsightServer:
     """A Hindsight on its own database with its own fake LLM (as `server.llm`); `close()` stops both."""
-    from fake_llm import FakeLLM
+    from tests.support.fake_llm import FakeLLM
 
     database.ensure_exists()
     llm = FakeLLM().start()

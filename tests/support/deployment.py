@@ -13,7 +13,8 @@ from typing import Any
 
 import psycopg
 
-from broker import distributed_env, free_port
+from tests.support.broker import distributed_env, free_port
+from tests.support.lifetime import die_with_parent
 
 ENGRAM = str(Path(sys.executable).parent / "engram")  # the installed console script
 
@@ -30,7 +31,7 @@ class Deployment:
         """A process whose PostgreSQL connections carry its name, so a test can cut exactly those."""
         log = open(self.tmp_path / f"{name}.log", "ab")  # closed with the process
         self.procs[name] = subprocess.Popen([ENGRAM, *command], env={**self.env, "PGAPPNAME": f"engram-{name}"},
-                                            stdout=log, stderr=subprocess.STDOUT)
+                                            stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
 
     def serve(self, name: str = "api") -> None:
         """`engram serve` on this deployment's port (a restarted API answers where the old one did)."""

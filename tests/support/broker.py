@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support.lifetime import die_with_parent
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -52,7 +54,7 @@ class TansuBroker:
         self.proc = subprocess.Popen(
             [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent(),
         )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -155,7 +157,7 @@ def distributed_env(database: Any, broker: Any, data_dir: Path) -> dict[str, str
     import base64
     import os
 
-    from helpers import SECRET
+    from tests.support.helpers import SECRET
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
     env.update({

@@ -13,6 +13,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from tests.support.lifetime import die_with_parent
+
 SECRET = "test-secret-" + "x" * 32
 
 
@@ -110,13 +112,13 @@ def serve_environment(postgres: Any, data: Path, **env: str) -> dict[str, str]:
 @contextmanager
 def running_serve(environment: dict[str, str], data: Path) -> Iterator[str]:
     """`engram serve` with this environment until the block ends; its URL. Its output goes to data/serve.log."""
-    from e2e.test_serve import ENGRAM, _free_port
+    from tests.e2e.test_serve import ENGRAM, _free_port
 
     port = _free_port()
     log = data / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(ENGRAM + ["serve", "--port", str(port)], env=environment, stdout=out,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, preexec_fn=die_with_parent())
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_ready(proc, url, lambda: log.read_text(errors="replace")[-3000:])

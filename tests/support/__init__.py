@@ -1,0 +1,1 @@
+"""Helpers the tests and the benchmarks share: fixtures' building blocks, fakes and servers they start."""
