@@ -39,7 +39,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp) / "data", master_key=base64.urlsafe_b64encode(os.urandom(32)).decode(),
-                            token_secret="bench")
+                            token_secret="bench-" + "f" * 40)
         engram = Engram.open(settings, background=False)
         try:
             remembered, learned, remember_ms = [], [], []

@@ -19,6 +19,7 @@ from engram.domain.clock import Clock
 from engram.projections.base import ViewProjection
 from engram.projections.runner import ProjectorRunner
 from engram.service.backups import Backups
+from engram.service.credentials import CredentialsService
 from engram.service.embedding import EmbeddingWorker
 from engram.service.forgetting import ForgettingService
 from engram.service.governance import GovernanceService
@@ -80,6 +81,7 @@ class Engram:
     embedded: EmbeddedPostgres | None
     embedding: EmbeddingWorker | None  # None with ENGRAM_EMBEDDINGS=off
     sweepers: list[Sweeper]
+    credentials: CredentialsService
 
     @classmethod
     def open(
@@ -110,7 +112,7 @@ class Engram:
                      built.ledger, built.memories, built.recall, built.governance, built.learning,
                      built.operations, built.forgetting, publisher, built.importer, built.backups, built.insights,
                      built.syncer, embedded, built.embedding,
-                     sweepers(settings, built, write.purge) if background else [])
+                     sweepers(settings, built, write.purge) if background else [], built.credentials)
         engram.start(catch_up=catch_up and not built.distributed, background=background, notified=notified)
         return engram
 

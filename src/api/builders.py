@@ -44,6 +44,7 @@ from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
 from engram.projections.runner import ProjectorRunner
 from engram.service.backups import BackupCatalog, Backups, catalog_of
+from engram.service.credentials import CredentialsService
 from engram.service.embedding import EmbeddingWorker
 from engram.service.forgetting import ForgettingService, Pace
 from engram.service.governance import GovernanceService
@@ -210,6 +211,7 @@ class Services:
     operations: Operations
     syncer: HindsightSyncer | None
     embedding: EmbeddingWorker | None
+    credentials: CredentialsService
 
 
 def services(settings: Settings, database: Database, write: WriteSide, *, clock: Clock | None, fenced: bool,
@@ -283,7 +285,8 @@ def services(settings: Settings, database: Database, write: WriteSide, *, clock:
                             fill_in_processes=fill_in_processes(opener, settings, database, fenced))
     return Services(runner, distributed, ledger, memories, recall, GovernanceService(ledger), learning, forgetting,
                     MemoryImporter(memories, write.fence, root.import_key, write.fence.loaded.wait), insights,
-                    Backups(write.catalog, settings, ledger.clock), operations, syncer, embedding)
+                    Backups(write.catalog, settings, ledger.clock), operations, syncer, embedding,
+                    CredentialsService(ledger))
 
 
 def sweepers(settings: Settings, built: Services, purge: PurgeTracker) -> list[Sweeper]:

@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI, Request, Security
 from engram.adapters.availability import Availability
 from engram.domain.access import Access
 from engram.domain.scope import Caller
+from engram.service.credentials import CredentialsService
 from engram.service.forgetting import ForgettingService
 from engram.service.governance import GovernanceService
 from engram.service.insights import InsightService
@@ -45,6 +46,8 @@ class CompositionRoot(Protocol):
     def recall(self) -> RecallService: ...
     @property
     def governance(self) -> GovernanceService: ...
+    @property
+    def credentials(self) -> CredentialsService: ...
     @property
     def learning(self) -> LearningService: ...
     @property
@@ -105,6 +108,10 @@ async def governance_service(request: Request) -> GovernanceService:
     return _root(request).governance
 
 
+async def credentials_service(request: Request) -> CredentialsService:
+    return _root(request).credentials
+
+
 async def learning_service(request: Request) -> LearningService:
     return _root(request).learning
 
@@ -131,6 +138,7 @@ Insights = Annotated[InsightService, Depends(insight_service)]
 Writes = Annotated[Ledger, Depends(ledger)]
 Forgetting = Annotated[ForgettingService, Depends(forgetting_service)]
 Governance = Annotated[GovernanceService, Depends(governance_service)]
+Credentials = Annotated[CredentialsService, Depends(credentials_service)]
 Learning = Annotated[LearningService, Depends(learning_service)]
 Operations = Annotated[OperationsService, Depends(operations_service)]
 DatabaseAvailability = Annotated[Availability, Depends(database_availability)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -15,15 +17,22 @@ ALGORITHM = "HS256"
 
 
 class Unauthenticated(DomainError):
-    code, status, title = "unauthenticated", 401, "Authentication required"
+    """A 401; `reason` says which check failed, so a developer knows what to fix (never a secret)."""
+
+    code, status, title, reason = "unauthenticated", 401, "Authentication required", "missing"
+
+    def __init__(self, detail: str | None = None, reason: str | None = None) -> None:
+        super().__init__(detail)
+        if reason is not None:
+            self.reason = reason
 
 
 class TokenExpired(Unauthenticated):
-    code, title = "token_expired", "Token expired"
+    code, title, reason = "token_expired", "Token expired", "expired"
 
 
 class InvalidToken(Unauthenticated):
-    code, title = "invalid_token", "Token is not valid"
+    code, title, reason = "invalid_token", "Token is not valid", "signature"
 
 
 def issue_token(
@@ -47,6 +56,7 @@ def issue_token(
     claims: dict[str, Any] = {
         "sub": user, "company": company, "role": role, "entry": entry,
         "iat": int(now.timestamp()), "exp": int((now + ttl).timestamp()),
+        "jti": secrets.token_urlsafe(12),  # two tokens issued alike are still two: one can be signed out alone
     }
     if bot:
         claims["bot"] = bot
@@ -54,7 +64,7 @@ def issue_token(
 
 
 class TokenTooLong(Unauthenticated):
-    code, title = "token_lifetime_too_long", "Token lives too long"
+    code, title, reason = "token_lifetime_too_long", "Token lives too long", "lifetime"
 
 
 @lru_cache(maxsize=4096)
@@ -70,25 +80,41 @@ def caller_from_token(secret: str, token: str | None, *, max_lifetime: timedelta
                       now: datetime | None = None) -> Caller:
     """A leaked token must not work for centuries: one expiring further ahead than `max_lifetime` is refused."""
     if not token:
-        raise Unauthenticated("a bearer token is required")
+        raise Unauthenticated("send `Authorization: Bearer <token>`; `engram token` prints one for local use")
     try:
         claims = _verified_claims(secret, token)
+    except jwt.InvalidSignatureError:
+        raise InvalidToken("the token's signature does not match: sign it with this server's "
+                           "ENGRAM_TOKEN_SECRET (HS256)") from None
+    except jwt.MissingRequiredClaimError as e:
+        raise InvalidToken(f"the token lacks the `{e.claim}` claim", reason="issuer") from None
     except jwt.PyJWTError:
-        raise InvalidToken("the token could not be verified") from None
+        raise InvalidToken("the token could not be read as a signed JWT (HS256)") from None
     sub, company, role = claims.get("sub"), claims.get("company"), claims.get("role")
     bot, entry = claims.get("bot"), claims.get("entry", "api")
     if not (isinstance(sub, str) and sub and isinstance(company, str) and company):
-        raise InvalidToken("the token lacks a person or a company")
+        raise InvalidToken("the token lacks a person (`sub`) or a `company`", reason="issuer")
     if role not in ROLES or entry not in ENTRIES:
-        raise InvalidToken("the token names an unknown role or entry")
+        raise InvalidToken(f"the token's role must be one of {', '.join(ROLES)} and its entry one of "
+                           f"{', '.join(ENTRIES)}", reason="issuer")
     if role == "bot" and not (isinstance(bot, str) and bot):
-        raise InvalidToken("a bot token must name its bot")
-    exp = claims.get("exp")
+        raise InvalidToken("a bot token must name its bot (the `bot` claim)", reason="issuer")
+    exp, iat = claims.get("exp"), claims.get("iat")
     now = now or datetime.now(UTC)
     if not isinstance(exp, (int, float)) or isinstance(exp, bool):
-        raise InvalidToken("the token's expiry is not a time")
+        raise InvalidToken("the token's expiry (`exp`) is not a time in seconds", reason="issuer")
     if exp <= now.timestamp():
-        raise TokenExpired("the token has expired")
+        raise TokenExpired("the token has expired: ask for a new one")
     if exp > (now + max_lifetime).timestamp():
-        raise TokenTooLong(f"tokens may expire at most {max_lifetime.days} days ahead")
-    return Caller(company=company, person=sub, role=role, bot=bot if role == "bot" else None, entry=entry)
+        days = max_lifetime.total_seconds() / 86400
+        raise TokenTooLong(f"tokens may expire at most {days:g} days ahead (ENGRAM_MAX_TOKEN_DAYS): issue one "
+                           "that lives less long")
+    return Caller(company=company, person=sub, role=role, bot=bot if role == "bot" else None, entry=entry,
+                  # no `iat`: nothing shows it came after a sign-out everywhere, which then revokes it
+                  issued_at=int(iat) if isinstance(iat, (int, float)) and not isinstance(iat, bool) else 0,
+                  token_id=token_digest(token), expires_at=int(exp))
+
+
+def token_digest(token: str) -> str:
+    """What names one token at rest (a signed-out session): its SHA-256, never the token."""
+    return hashlib.sha256(token.encode()).hexdigest()

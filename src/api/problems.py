@@ -72,7 +72,7 @@ def _field(loc: tuple[Any, ...]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
-        return problem(exc.status, exc.code, exc.title, exc.detail)
+        return problem(exc.status, exc.code, exc.title, exc.detail, **({"reason": exc.reason} if exc.reason else {}))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -84,6 +84,16 @@ class AdminStatus(BaseModel):
     budget_days: list[BudgetDay] = Field(description="the last 14 days' use, oldest first, today last")
 
 
+class PersonCredentialsOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.PERSON_CREDENTIALS))
+
+    person: str
+    signed_out_before: int | None = Field(description="seconds since the epoch: the person's tokens issued at or "
+                                          "before it answer 401 token_revoked; null if never signed out")
+    suspended: bool = Field(description="true: every request by the person's tokens, and by bots acting for "
+                            "them, answers 403 person_suspended")
+
+
 class Health(BaseModel):
     model_config = ConfigDict(json_schema_extra=extra(examples.HEALTH))
 

@@ -108,6 +108,7 @@ EXPORT = {"exported_at": "2026-11-30T06:00:00Z", "company": "acme", "person": "a
           "memories": [{**MEMORY, "history": HISTORY["events"][:1],
                         "answer": {"revision": 1, "text": TEXT, "valid_from": AT, "valid_to": None}}],
           "insights": [INSIGHT]}
+PERSON_CREDENTIALS = {"person": "alice", "signed_out_before": 1798761600, "suspended": False}
 HEALTH = {"status": "ok"}
 METRICS = ("# HELP engram_recall_degraded_total Recalls answered without Hindsight\n"
            "# TYPE engram_recall_degraded_total counter\nengram_recall_degraded_total 0\n")

@@ -7,6 +7,7 @@ class DomainError(Exception):
     code = "domain_error"
     status = 400
     title = "Request refused"
+    reason: str | None = None  # a 401's: which check failed (missing, signature, expired, lifetime, issuer, revoked)
 
     def __init__(self, detail: str | None = None) -> None:
         super().__init__(detail or self.title)
@@ -19,6 +20,18 @@ class NotFound(DomainError):
 
 class Forbidden(DomainError):
     code, status, title = "forbidden", 403, "Forbidden"
+
+
+class TokenRevoked(DomainError):
+    """Issued before its person signed out everywhere (or an admin did it for them)."""
+
+    code, status, title, reason = "token_revoked", 401, "Token revoked", "revoked"
+
+
+class PersonSuspended(Forbidden):
+    """An admin suspended the person: nothing acts for them until resumed; their memories stay."""
+
+    code, title = "person_suspended", "Person suspended"
 
 
 class PersonOnly(Forbidden):

@@ -22,6 +22,11 @@ class Caller:
     role: str
     bot: str | None = None
     entry: str = "api"
+    # the token's `iat` in seconds (0 when it had none): a sign-out everywhere revokes what came before;
+    # None for the work Engram does itself for a person (learning, sweeps), which no credential carries
+    issued_at: int | None = None
+    token_id: str | None = None  # a digest of the token itself: a signed-out page session names it
+    expires_at: int | None = None  # the token's `exp` (seconds)
 
     @property
     def is_administrative(self) -> bool:

@@ -36,8 +36,8 @@ MAX_ID_LENGTH = 200
 
 def is_valid_id(value: object) -> bool:
     """Ids (sources, teams, receipts, bots) are printable text: no control characters, no surrogates."""
-    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
-        return False
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH or value in (".", ".."):
+        return False  # `.` and `..` would name another route in any URL built from them
     if any(ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in value):
         return False
     return True
@@ -45,5 +45,5 @@ def is_valid_id(value: object) -> bool:
 
 def validate_id(value: str, what: str = "id") -> str:
     if not is_valid_id(value):
-        raise InvalidText(f"{what} must be 1 to {MAX_ID_LENGTH} printable characters")
+        raise InvalidText(f"{what} must be 1 to {MAX_ID_LENGTH} printable characters, other than . and ..")
     return value

@@ -1,4 +1,4 @@
-"""Who may see what, as of now: directories, source revocations and per-person settings."""
+"""Who may see what, as of now: directories, source revocations, per-person settings and credentials."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
+from engram.domain.credentials import PersonCredentials
 from engram.domain.directory import CompanyDirectory, Directory
 from engram.domain.settings import PersonSettings
 
@@ -39,6 +40,20 @@ CREATE TABLE IF NOT EXISTS engram_settings (
     use_paused boolean NOT NULL,
     UNIQUE (company, person)
 );
+CREATE TABLE IF NOT EXISTS engram_credentials (
+    credentials_id uuid PRIMARY KEY,
+    company text NOT NULL,
+    person text NOT NULL,
+    signed_out_before bigint,  -- seconds: tokens issued at or before it are revoked
+    suspended boolean NOT NULL,
+    UNIQUE (company, person)
+);
+CREATE TABLE IF NOT EXISTS engram_ended_tokens (
+    token_id text PRIMARY KEY,  -- a token's SHA-256, signed out of the pages
+    company text NOT NULL,
+    person text NOT NULL,
+    expires bigint NOT NULL  -- seconds: after it the token fails anyway
+);
 """
 
 EMPTY_DIRECTORY: dict[str, dict[str, object]] = {"teams": {}, "sources": {}, "bots": {}}
@@ -46,7 +61,8 @@ EMPTY_DIRECTORY: dict[str, dict[str, object]] = {"teams": {}, "sources": {}, "bo
 
 class GovernanceView(View):
     ddl = DDL
-    tables = ("engram_directories", "engram_revocations", "engram_settings")
+    tables = ("engram_directories", "engram_revocations", "engram_settings", "engram_credentials",
+              "engram_ended_tokens")
 
 
 class GovernanceProjection(ViewProjection):
@@ -83,6 +99,32 @@ class GovernanceProjection(ViewProjection):
                 "UPDATE engram_settings SET learning_paused = %s, use_paused = %s WHERE settings_id = %s",
                 (event.learning_paused, event.use_paused, event.originator_id),
             )
+        elif isinstance(event, PersonCredentials.Opened):
+            curs.execute(
+                "INSERT INTO engram_credentials (credentials_id, company, person, signed_out_before, suspended) "
+                "VALUES (%s, %s, %s, NULL, false) ON CONFLICT DO NOTHING",
+                (event.originator_id, event.company, event.person),
+            )
+        elif isinstance(event, PersonCredentials.SignedOut):
+            curs.execute(  # never backwards, whatever order a replay brings
+                "UPDATE engram_credentials SET signed_out_before = greatest(signed_out_before, %s) "
+                "WHERE credentials_id = %s",
+                (event.before, event.originator_id),
+            )
+        elif isinstance(event, PersonCredentials.SessionEnded):
+            curs.execute(
+                "INSERT INTO engram_ended_tokens (token_id, company, person, expires) "
+                "SELECT %s, company, person, %s FROM engram_credentials WHERE credentials_id = %s "
+                "ON CONFLICT DO NOTHING",
+                (event.token_id, event.expires, event.originator_id),
+            )
+            # the tokens that have expired since need no row: the clock refuses them now
+            curs.execute("DELETE FROM engram_ended_tokens WHERE expires < %s", (int(event.timestamp.timestamp()),))
+        elif isinstance(event, (PersonCredentials.Suspended, PersonCredentials.Resumed)):
+            curs.execute(
+                "UPDATE engram_credentials SET suspended = %s WHERE credentials_id = %s",
+                (isinstance(event, PersonCredentials.Suspended), event.originator_id),
+            )
 
 
 @dataclass(frozen=True)
@@ -93,6 +135,9 @@ class Standing:
     revoked_sources: frozenset[str] = frozenset()
     learning_paused: bool = False
     use_paused: bool = False
+    signed_out_before: int | None = None  # the person's tokens issued at or before it are revoked
+    suspended: bool = False
+    ended: bool = False  # the caller's own token was signed out of the pages
 
 
 # The directory's row version: the transaction that wrote it, and the row's own id (a rebuilt or
@@ -112,7 +157,7 @@ class GovernanceQueries:
         self._directories: OrderedDict[str, tuple[str, Directory]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def standing(self, company: str, person: str) -> Standing:
+    def standing(self, company: str, person: str, token_id: str | None = None) -> Standing:
         with self._lock:
             known = self._directories.get(company)
         with self.datastore.get_connection() as conn:
@@ -123,8 +168,11 @@ class GovernanceQueries:
                 "(SELECT coalesce(array_agg(source_id), '{}') FROM engram_revocations "
                 " WHERE company = %(c)s AND person IN ('', %(p)s)) AS revoked, "
                 "(SELECT learning_paused FROM engram_settings WHERE company = %(c)s AND person = %(p)s) AS lp, "
-                "(SELECT use_paused FROM engram_settings WHERE company = %(c)s AND person = %(p)s) AS up",
-                {"c": company, "p": person, "k": known[0] if known else None}, prepare=True,
+                "(SELECT use_paused FROM engram_settings WHERE company = %(c)s AND person = %(p)s) AS up, "
+                "(SELECT signed_out_before FROM engram_credentials WHERE company = %(c)s AND person = %(p)s) AS so, "
+                "(SELECT suspended FROM engram_credentials WHERE company = %(c)s AND person = %(p)s) AS su, "
+                "EXISTS (SELECT 1 FROM engram_ended_tokens WHERE token_id = %(t)s) AS ended",
+                {"c": company, "p": person, "k": known[0] if known else None, "t": token_id}, prepare=True,
             ).fetchone()
         assert row is not None
         return Standing(
@@ -132,6 +180,9 @@ class GovernanceQueries:
             revoked_sources=frozenset(row["revoked"]),
             learning_paused=bool(row["lp"]),
             use_paused=bool(row["up"]),
+            signed_out_before=row["so"],
+            suspended=bool(row["su"]),
+            ended=bool(row["ended"]),
         )
 
     def _directory(self, company: str, stamp: str | None, document: dict[str, Any] | None,

@@ -167,7 +167,7 @@ class ForgettingService:
 
     def forget_person(self, caller: Caller, person: str) -> ForgetAccepted:
         """An admin (or operator) forgets everything a person holds in the admin's company."""
-        Access(caller).require_admin("forget a person's account")
+        self.ledger.admin_access(caller, "forget a person's account")
         validate_id(person, "person")
         return self._account(caller.company, person, requested_by=caller.person, by_admin=True)
 
@@ -266,12 +266,12 @@ class ForgettingService:
     def status(self, caller: Caller, forget_id: str) -> ForgetStatus:
         """A memory forget or an account forget. The person (or their registered bot) reads their own;
         an admin or operator reads any forget of their company: ids, states and evidence, never text."""
+        access = self.ledger.access(caller)  # a revoked token or a suspended person, before anything is looked up
         if not caller.is_administrative:
             head, total, copies = self.accounts.report(forget_id)
             if head is None:
                 return ForgetStatus.model_validate({**self.memories.forget_status(caller, forget_id), "kind": "memory"})
-            if head["company"] != caller.company or head["person"] != caller.person \
-                    or not self.ledger.access(caller).may_read:
+            if head["company"] != caller.company or head["person"] != caller.person or not access.may_read:
                 raise NotFound("no such forget request")
             return self._account_status(head, total, copies)
         memory_head, memory_copies = self.purge.report(forget_id)

@@ -6,7 +6,6 @@ from typing import Any
 
 from engram.contract.admin import DirectoryOut
 from engram.contract.responses import PersonSettingsOut, Revocation
-from engram.domain.access import Access
 from engram.domain.directory import CompanyDirectory, Directory, directory_id
 from engram.domain.errors import NotFound
 from engram.domain.scope import Caller
@@ -25,7 +24,7 @@ class GovernanceService:
         return self.ledger.get(directory_id(company), CompanyDirectory) or CompanyDirectory.open(company, self.clock.now())
 
     def _require_admin(self, caller: Caller) -> None:
-        Access(caller).require_admin()
+        self.ledger.admin_access(caller)
 
     def get_directory(self, caller: Caller) -> DirectoryOut:
         self._require_admin(caller)

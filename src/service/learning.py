@@ -168,8 +168,9 @@ class LearningService:
 
     def status(self, caller: Caller, receipt_id: str) -> ReceiptState:
         """Its state, the tries so far (0 before the first) and the last one's error as a code (never text)."""
+        access = self.ledger.access(caller)
         r = self._get(receipt_uuid(caller.company, caller.person, receipt_id))
-        if r is None or caller.is_administrative or not self.ledger.access(caller).may_read:
+        if r is None or caller.is_administrative or not access.may_read:
             raise NotFound("no such receipt")
         attempts, waiting_for = self.inbox.progress(r.id)
         last_error = r.reason if r.state == FAILED else _error_code(waiting_for)

@@ -17,6 +17,7 @@ from engram.adapters.new_keys import NewKey
 from engram.adapters.tombstones import Shred, TombstoneOutbox
 from engram.domain.access import Access
 from engram.domain.clock import Clock
+from engram.domain.credentials import require_current
 from engram.domain.errors import Conflict
 from engram.domain.rollout import Rollout
 from engram.domain.scope import Caller
@@ -94,10 +95,17 @@ class Ledger:
         self.saves = 0  # saves made through this ledger (background work gives way while it moves)
 
     def access(self, caller: Caller) -> Access:
-        """The access policy for this caller as the directory, revocations and pauses stand now."""
-        standing = self.standings.standing(caller.company, caller.person)
+        """The access policy for this caller as the directory, revocations and pauses stand now; a
+        revoked token or a suspended person goes no further (read in the same round trip)."""
+        standing = self.standings.standing(caller.company, caller.person, caller.token_id)
+        require_current(caller, standing.signed_out_before, standing.suspended, standing.ended)
         return Access(caller, self.modes.mode(caller.company), standing.directory,
                       standing.revoked_sources, standing.learning_paused, standing.use_paused)
+
+    def admin_access(self, caller: Caller, what: str = "do this") -> Access:
+        """An admin's or operator's call: the role first (403), then the token and person still standing."""
+        Access(caller).require_admin(what)
+        return self.access(caller)
 
     def admit(self, caller: Caller) -> None:
         """Refuse every call of a company whose rollout mode is off; no database read."""

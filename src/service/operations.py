@@ -17,7 +17,6 @@ from engram.adapters.availability import UNAVAILABLE_ERRORS, Availability
 from engram.adapters.hindsight import HindsightUnavailable
 from engram.adapters.tombstones import Fence
 from engram.contract.admin import AdminStatus
-from engram.domain.access import Access
 from engram.domain.scope import Caller
 from engram.projections.base import ViewProjection
 from engram.projections.failures import safe_decoder
@@ -149,7 +148,7 @@ class Operations:
 
     def admin_status(self, caller: Caller) -> AdminStatus:
         """For company admins and operators: dependencies, backlogs, today's budget. Never memory text."""
-        Access(caller).require_admin("see the status")
+        self.ledger.admin_access(caller, "see the status")
         lag = max((r["lag"] for r in self.status()), default=0)
         today = self.ledger.clock.now().date()
         days = self.learning.budget.days(caller.company, today - timedelta(days=BUDGET_DAYS - 1), today)

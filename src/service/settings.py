@@ -14,6 +14,7 @@ Count = Annotated[int, Field(ge=1)]
 MAX_BACKUP_RETENTION_DAYS = 30
 MAX_SERVE_PROCESSES = 64
 MAX_REBUILD_WORKERS = 32
+MIN_SECRET_BYTES = 32
 AUTO_REBUILD_WORKERS = 4  # beyond that, measure first: the processes share PostgreSQL's cores
 
 
@@ -107,6 +108,15 @@ class Settings(BaseSettings):
                 raw = b""
             if len(raw) != 32:
                 raise ValueError("each key must be 32 random bytes, base64url-encoded")
+        return value
+
+    @field_validator("token_secret")
+    @classmethod
+    def _secret_resists_guessing(cls, value: str | None) -> str | None:
+        """An HS256 secret can be searched for offline from any one token it signed: a short one soon falls."""
+        if value is not None and len(value.encode()) < MIN_SECRET_BYTES:
+            raise ValueError(f"must be at least {MIN_SECRET_BYTES} bytes (for example 32 random bytes, "
+                             "base64url-encoded: `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
         return value
 
     @field_validator("embeddings", mode="before")

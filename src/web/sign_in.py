@@ -8,12 +8,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from engram.api.dependencies import Deployment, caller_of
+from engram.api.dependencies import Credentials, Deployment, caller_of
 from engram.api.identity import Unauthenticated
+from engram.domain.errors import DomainError
 
 from .language import COOKIE_LIFETIME, LANGUAGE_COOKIE
 from .pages import HOME, NOT_VALID_TOKEN, PageRoute, redirect, sign_in_page
-from .session import end_session, start_session
+from .session import SESSION_COOKIE, end_session, start_session
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -43,7 +44,15 @@ def sign_in(request: Request, deployment: Deployment, token: Annotated[str, Form
 
 
 @router.post("/sign-out")
-def sign_out(request: Request) -> Response:
+def sign_out(request: Request, deployment: Deployment, credentials: Credentials) -> Response:
+    """The session's token stops working on the server too, not only in this browser: a copied cookie
+    (or the same token in a bot) is refused from now on (401 `token_revoked`)."""
+    session = request.cookies.get(SESSION_COOKIE)
+    if session:
+        try:
+            credentials.end_session(caller_of(request, session, deployment))
+        except DomainError:  # not a working token already (expired, revoked, suspended): nothing to end
+            pass
     response = redirect(request, "/sign-in", signed_out=1)
     end_session(request, response)
     return response

@@ -240,8 +240,12 @@ def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.Monk
         call("GET", "/v1/export", 200)
         call("GET", "/v1/export", 200, params={"format": "markdown"})
         call("GET", "/v1/admin/status", 200, admin)
+        call("POST", "/v1/admin/people/{person}/suspend", 200, admin, person="carol")
+        call("POST", "/v1/admin/people/{person}/resume", 200, admin, person="carol")
+        call("POST", "/v1/admin/people/{person}/sign-out-everywhere", 200, admin, person="carol")
         call("POST", "/v1/me/forget", 202)  # last: everything alice holds goes
         call("GET", "/v1/forgets", 200)
+        call("POST", "/v1/me/sign-out-everywhere", 200)  # and her tokens until now
 
         doc = client.get("/openapi.json").json()
 

@@ -28,3 +28,13 @@ def test_a_bad_log_setting_is_reported_as_json_when_json_was_asked_for(tmp_path:
     [line] = [json.loads(line) for line in r.stderr.splitlines()]
     assert line["level"] == "ERROR" and line["message"].startswith("invalid configuration: ENGRAM_LOG_LEVEL: ")
     assert "verbose" not in r.stderr
+
+
+def test_serve_refuses_a_token_secret_short_enough_to_guess(tmp_path: Path) -> None:
+    """Any token signed with it would let an attacker search for it offline."""
+    env = {"PATH": "/usr/bin:/bin", "ENGRAM_DATA_DIR": str(tmp_path), "ENGRAM_TOKEN_SECRET": "hunter2-hunter2"}
+    r = subprocess.run([ENGRAM, "serve", "--port", "1"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "ENGRAM_TOKEN_SECRET: " in r.stderr and "at least 32 bytes" in r.stderr
+    assert "hunter2" not in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "pgdata").exists() and not any(tmp_path.iterdir())  # refused before anything started

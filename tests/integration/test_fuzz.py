@@ -179,6 +179,7 @@ class Fuzzer:
         self.schema = schemathesis.openapi.from_asgi("/openapi.json", app)
         self.operations = [r.ok() for r in self.schema.get_all_operations()]
         self.known: dict[str, list[str]] = {name: [] for name in PATH_IDS}
+        self.signing_out = False  # the sign-out operations' turn: tokens before it are revoked
         document = self.session.get("/openapi.json").json()
         # (method, path pattern, the statuses the document declares) for the raw requests' answers
         self.declared = [(method.upper(), re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "$"),
@@ -188,7 +189,12 @@ class Fuzzer:
         self.session.__exit__(None, None, None)
 
     def reset_directory(self) -> None:
-        """The bot registered again (fuzzed directories replace it), so its writes get past 403."""
+        """The bot registered again (fuzzed directories replace it), so its writes get past 403; once
+        people were signed out everywhere, with tokens of a later second than the last sign-out."""
+        if self.signing_out:
+            started = int(time.time())
+            while int(time.time()) == started:
+                time.sleep(0.05)
         r = self.session.request("PUT", "/v1/admin/directory", headers=role_headers("admin"), json={
             "teams": {"t-risk": {"members": ["alice", "bob"]}},
             "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}},
@@ -458,7 +464,13 @@ def run_fuzz(app: Any, examples: int, extremes: int, *, conformance: bool = True
     fuzzer = Fuzzer(app, conformance=conformance)
     try:
         fuzzer.seed()
-        for operation in fuzzer.operations:
+        # signing out everywhere revokes the fuzzer's own tokens of that second: those operations go last,
+        # after the extremes, each case with tokens issued after the one before it (`later`)
+        ordered = sorted(fuzzer.operations, key=lambda op: op.path.endswith("/sign-out-everywhere"))
+        for operation in ordered:
+            if operation.path.endswith("/sign-out-everywhere") and not fuzzer.signing_out:
+                fuzzer.run_extremes(extremes)
+                fuzzer.signing_out = True
             inputs = [operation.path_parameters, operation.query, operation.headers, operation.body]
             modes = [GenerationMode.POSITIVE] + ([GenerationMode.NEGATIVE] if any(map(len, inputs)) else [])
             for mode in modes:  # an operation without any input has nothing to make invalid
@@ -466,7 +478,8 @@ def run_fuzz(app: Any, examples: int, extremes: int, *, conformance: bool = True
                 fuzzer.run_operation(operation, mode, examples)
             if progress:
                 progress(f"{operation.method.upper()} {operation.path}: {fuzzer.stats.cases} cases so far")
-        fuzzer.run_extremes(extremes)
+        if not fuzzer.signing_out:
+            fuzzer.run_extremes(extremes)
     finally:
         fuzzer.close()
     for name, n in fuzzer.served.raised.items():

@@ -37,7 +37,8 @@ def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     ("ENGRAM_MODE", "sometimes"), ("ENGRAM_MAX_TEXT_BYTES", "-1"), ("ENGRAM_DB_POOL_SIZE", "-2"),
     ("ENGRAM_POLL_INTERVAL", "soon"), ("ENGRAM_DAILY_CALLS", "1.5"), ("ENGRAM_MAX_TOKEN_DAYS", "-3"),
     ("ENGRAM_BACKUP_RETENTION_DAYS", "31"), ("ENGRAM_BACKUP_RETENTION_DAYS", "-2"), ("ENGRAM_LOG_FORMAT", "yaml"),
-    ("ENGRAM_LOG_LEVEL", "loud"),
+    ("ENGRAM_LOG_LEVEL", "loud"), ("ENGRAM_TOKEN_SECRET", "hunter2"), ("ENGRAM_TOKEN_SECRET", "z" * 31),
+    ("ENGRAM_TOKEN_SECRET", "密" * 10),  # 30 bytes: the length counted is the bytes'
 ])
 def test_a_bad_value_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
     monkeypatch.setenv(name, value)

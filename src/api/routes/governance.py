@@ -1,14 +1,15 @@
-"""Who sees what: the company directory (admins), source revocation, and the person's own controls."""
+"""Who sees what: the company directory (admins), source revocation, the person's own controls, and
+their credentials (sign out everywhere, suspend and resume)."""
 
 from typing import Any
 
 from fastapi import APIRouter
 
-from engram.contract.admin import DirectoryOut
+from engram.contract.admin import DirectoryOut, PersonCredentialsOut
 from engram.contract.requests import DirectoryIn, PersonSettingsIn
 from engram.contract.responses import ForgetAccepted, PersonSettingsOut, Revocation
 
-from ..dependencies import Admin, Forgetting, Governance, Who
+from ..dependencies import Admin, Credentials, Forgetting, Governance, Who
 from ..middleware import JsonRoute
 from ..paths import PathId
 from ..reference import STORED_NOT_VISIBLE, answers
@@ -65,3 +66,40 @@ def put_settings(body: PersonSettingsIn, who: Who, governance: Governance) -> An
     nothing about them (with `paused: true`) until resumed. Nothing is deleted.
     """
     return governance.put_settings(who, learning_paused=body.learning_paused, use_paused=body.use_paused)
+
+
+# -- credentials (ADR 0057) ------------------------------------------------------------------------
+
+
+@router.post("/v1/me/sign-out-everywhere", summary="Sign the person out everywhere",
+             response_model=PersonCredentialsOut, responses=answers(None, 403), tags=["identity"])
+def sign_out_everywhere(who: Who, credentials: Credentials) -> Any:
+    """Every token of the caller's person issued at or before now (whole seconds), this one included,
+    answers 401 `token_revoked` from now on, in every process; tokens issued later work. A bot cannot
+    sign its person out (403).
+    """
+    return credentials.sign_out_everywhere(who)
+
+
+@router.post("/v1/admin/people/{person}/sign-out-everywhere", summary="Sign a person out everywhere",
+             response_model=PersonCredentialsOut, responses=answers(None, 403), tags=["identity"])
+def sign_out_person(person: PathId, who: Admin, credentials: Credentials) -> Any:
+    """As `POST /v1/me/sign-out-everywhere`, for a person of the admin's company."""
+    return credentials.sign_out_person(who, person)
+
+
+@router.post("/v1/admin/people/{person}/suspend", summary="Suspend a person",
+             response_model=PersonCredentialsOut, responses=answers(None, 403), tags=["identity"])
+def suspend_person(person: PathId, who: Admin, credentials: Credentials) -> Any:
+    """Every request by the person's tokens, and by bots acting for them, answers 403 `person_suspended`
+    until resumed. Their memories stay. `{person}` is any person id of the admin's company, seen before
+    or not; an admin cannot suspend themself.
+    """
+    return credentials.suspend(who, person)
+
+
+@router.post("/v1/admin/people/{person}/resume", summary="Resume a suspended person",
+             response_model=PersonCredentialsOut, responses=answers(None, 403), tags=["identity"])
+def resume_person(person: PathId, who: Admin, credentials: Credentials) -> Any:
+    """The person's tokens (those not signed out) and their bots work again."""
+    return credentials.resume(who, person)
