@@ -27,6 +27,7 @@ from engram.service.recall import RecallService
 from engram.service.settings import Settings
 
 from .identity import caller_from_token
+from .limits import RequestRates
 from .metrics import Metrics
 from .reference import BEARER
 
@@ -59,9 +60,11 @@ class CompositionRoot(Protocol):
 
 
 def install(app: FastAPI, root: CompositionRoot, token_secret: str) -> None:
-    """Keep the composition root and the token secret where the dependencies below find them."""
+    """Keep the composition root, the token secret and this process's request rates where the
+    dependencies below find them."""
     app.state.composition_root = root
     app.state.token_secret = token_secret
+    app.state.request_rates = RequestRates(root.settings.rate_person, root.settings.rate_company)
 
 
 # -- the services: the composition root's attributes are read here and nowhere else in the HTTP API --
@@ -160,8 +163,11 @@ def bearer_token(request: Request) -> str | None:
 
 
 def caller_of(request: Request, token: str | None, deployment: Settings) -> Caller:
-    """The one check of a token, wherever it came from (the header here, a web page's session cookie)."""
-    return caller_from_token(token_secret(request), token, max_lifetime=timedelta(days=deployment.max_token_days))
+    """The one check of a token, wherever it came from (the header here, a web page's session cookie),
+    and of its person's and company's request rates (429 past them)."""
+    caller = caller_from_token(token_secret(request), token, max_lifetime=timedelta(days=deployment.max_token_days))
+    request.app.state.request_rates.admit(caller)
+    return caller
 
 
 # The caller's dependencies are async: they only check a token and a setting (no I/O), and a sync

@@ -72,7 +72,11 @@ def _field(loc: tuple[Any, ...]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
-        return problem(exc.status, exc.code, exc.title, exc.detail, **({"reason": exc.reason} if exc.reason else {}))
+        response = problem(exc.status, exc.code, exc.title, exc.detail, **({"reason": exc.reason} if exc.reason else {}))
+        retry_after = getattr(exc, "retry_after", None)  # a rate limit's: when to try again, in seconds
+        if retry_after is not None:
+            response.headers["Retry-After"] = str(retry_after)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
