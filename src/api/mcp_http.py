@@ -10,6 +10,7 @@ token of each request, so a session cannot lend one person's identity to another
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
@@ -20,7 +21,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from engram.adapters.availability import UNAVAILABLE_ERRORS, DatabaseUnavailable
 from engram.contract.requests import CorrectIn, RecallIn, RememberIn
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from engram.adapters.partition_settle import PartitionSettle
 
 PATH = "/mcp"
+SESSION_HEADER = "mcp-session-id"
 _CALLER = "engram.caller"  # the scope key the verified caller travels under
 
 
@@ -142,23 +144,50 @@ class McpEndpoint:
     """`/mcp`: 401 (a problem, like every route's) without a valid bearer token; else the SDK's
     streamable HTTP transport, with the verified caller in the request's scope."""
 
+    KEPT = 10_000  # sessions whose owner is remembered; the oldest beyond that can no longer be ended early
+
     def __init__(self, server: EngramMCP) -> None:
         self.server = server
+        self.owners: OrderedDict[str, tuple[str, str, str, str | None]] = OrderedDict()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         try:
             deployment = await dependencies.deployment_settings(request)
             caller = await dependencies.any_caller(request, None, deployment)
-        except DomainError as exc:
-            await problems.problem(exc.status, exc.code, exc.title, exc.detail)(scope, receive, send)
+        except DomainError as exc:  # as every route answers it: a 401's reason, a 429's Retry-After
+            await problems.of(exc)(scope, receive, send)
             return
         try:
             manager = self.server.session_manager
         except RuntimeError:  # the app's lifespan has not started the session manager
             await problems.problem(503, "unavailable", "Service unavailable", "MCP is starting")(scope, receive, send)
             return
-        await manager.handle_request({**scope, _CALLER: caller}, receive, send)
+        session_id = request.headers.get(SESSION_HEADER)
+        identity = (caller.company, caller.person, caller.role, caller.bot)
+        if request.method == "DELETE" and session_id is not None and self.owners.get(session_id) != identity:
+            # a session ends only by the identity that opened it, whoever else learnt its id
+            await problems.problem(404, "not_found", "Not found", "no such MCP session")(scope, receive, send)
+            return
+        await manager.handle_request({**scope, _CALLER: caller}, receive, self._owned(send, session_id, identity))
+        if request.method == "DELETE" and session_id is not None:
+            self.owners.pop(session_id, None)
+
+    def _owned(self, send: Send, session_id: str | None, identity: tuple[str, str, str, str | None]) -> Send:
+        """`send`, noting who opened a session the answer names for the first time."""
+        if session_id is not None:
+            return send
+
+        async def noting(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", ()):
+                    if name.decode("latin-1").lower() == SESSION_HEADER:
+                        self.owners[value.decode("latin-1")] = identity
+                        while len(self.owners) > self.KEPT:
+                            self.owners.popitem(last=False)
+            await send(message)
+
+        return noting
 
 
 def install(app: FastAPI) -> None:

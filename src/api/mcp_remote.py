@@ -72,7 +72,10 @@ class HttpBackend:
 
 
 def _segment(value: str) -> str:
-    """An id as one path segment: `/`, `?` and `#` in it cannot reach another route."""
+    """An id as one path segment: `/`, `?` and `#` in it cannot reach another route, nor can `.` or `..`
+    (the tools refuse those first; a URL never holds one)."""
+    if value in (".", ".."):
+        raise Problem("validation_error", "id: cannot be . or ..")
     return quote(value, safe="")
 
 

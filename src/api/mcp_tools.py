@@ -17,7 +17,9 @@ from typing import Annotated, Any, Protocol
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError
+
+from engram.domain.text import is_valid_id
 
 INSTRUCTIONS = (
     "Engram is the long-term memory of one person: what they asked to be remembered about themselves "
@@ -54,8 +56,15 @@ class Backend(Protocol):
 BackendOf = Callable[[Context], Backend]  # the backend serving one tool call (its caller, on HTTP)
 
 # Argument types: what the input schemas tell an agent. Bounds the SDK checks become `validation_error`.
-MemoryId = Annotated[str, Field(min_length=1, max_length=200, description="a memory's `id`, as recall and "
-                                                                         "list_memories return it")]
+def _an_id(value: str) -> str:
+    """An id names one thing, checked before any URL is built from it (`engram mcp` builds them)."""
+    if not is_valid_id(value):
+        raise ValueError("an id is printable text of at most 200 characters, other than . and ..")
+    return value
+
+
+MemoryId = Annotated[str, AfterValidator(_an_id), Field(min_length=1, max_length=200,
+                                                        description="a memory's `id`, as recall and list_memories return it")]
 Tag = Annotated[str, Field(min_length=1, max_length=64, description="a label of at most 64 characters")]
 
 
@@ -194,7 +203,7 @@ def build_server(backend_of: BackendOf) -> EngramMCP:
     @server.tool(annotations=read_only, structured_output=False)
     async def forget_status(
         ctx: Context,
-        forget_id: Annotated[str, Field(min_length=1, max_length=200, description="the `forget_id` that "
+        forget_id: Annotated[str, AfterValidator(_an_id), Field(min_length=1, max_length=200, description="the `forget_id` that "
                                                                                 "forget_memory returned")],
     ) -> CallToolResult:
         """Where a forget stands: {"forget_id", "status": "stopped_using" or "purge_complete", "copies":

@@ -28,6 +28,15 @@ def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> JS
     return JSONResponse(body, status_code=status, media_type="application/problem+json", headers=headers)
 
 
+def of(exc: DomainError) -> JSONResponse:
+    """A refusal as its problem: a 401 with its `reason`, a rate limit with its `Retry-After`."""
+    response = problem(exc.status, exc.code, exc.title, exc.detail, **({"reason": exc.reason} if exc.reason else {}))
+    retry_after = getattr(exc, "retry_after", None)  # when to try again, in seconds
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
+
+
 def unavailable(detail: str = DatabaseUnavailable.detail) -> JSONResponse:
     """503 `unavailable`: the database is away or too slow; the client may retry after the header's seconds."""
     response = problem(503, "unavailable", "Service unavailable", detail)
@@ -72,11 +81,7 @@ def _field(loc: tuple[Any, ...]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
-        response = problem(exc.status, exc.code, exc.title, exc.detail, **({"reason": exc.reason} if exc.reason else {}))
-        retry_after = getattr(exc, "retry_after", None)  # a rate limit's: when to try again, in seconds
-        if retry_after is not None:
-            response.headers["Retry-After"] = str(retry_after)
-        return response
+        return of(exc)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

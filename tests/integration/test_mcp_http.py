@@ -3,6 +3,7 @@ app's lifespan, and who acts is decided by each request's bearer token (ADR 0028
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import timedelta
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from engram.adapters import logs
 from engram.api.http import create_app
 
 from tests.support.helpers import SECRET, is_problem, token
@@ -111,3 +113,35 @@ def test_tags_are_stored_never_dropped(client: TestClient) -> None:
     assert [m["tags"] for m in json.loads(text)["items"]] == [["work", "reports"]]
     failed, text = session.tool("remember", text="x", tags=["t" * 65])
     assert failed and text.startswith("validation_error: tags")
+
+
+def test_a_session_ends_only_by_the_identity_that_opened_it(client: TestClient) -> None:
+    alice = Session(client, token(user="alice"))
+    for intruder in (token(user="bob"), token(company="beta", user="alice"), token(role="bot", bot="b-1")):
+        r = client.delete("/mcp", headers={**ACCEPT, "Authorization": f"Bearer {intruder}",
+                                           "mcp-session-id": alice.session_id, "mcp-protocol-version": "2025-06-18"})
+        is_problem(r, 404, "not_found")
+    assert len(alice.request("tools/list", {})["tools"]) == 8  # still open
+    again = Session(client, token(user="alice"), session_id=alice.session_id)  # a fresh token of hers may end it
+    r = client.delete("/mcp", headers={**ACCEPT, "Authorization": f"Bearer {again.bearer}",
+                                       "mcp-session-id": alice.session_id, "mcp-protocol-version": "2025-06-18"})
+    assert r.status_code == 200, r.text
+    assert alice._post({"method": "tools/list"}).status_code == 404  # ended
+
+
+def test_ids_and_tool_names_are_checked_and_never_logged(client: TestClient) -> None:
+    alice = Session(client, token())
+    for bad in (".", "..", "a\nb"):
+        failed, text = alice.tool("get_memory", id=bad)
+        assert failed and text.startswith("validation_error: "), text
+        failed, text = alice.tool("forget_status", forget_id=bad)
+        assert failed and text.startswith("validation_error: "), text
+    marker = "zq-unknown-tool-7731\nforged line"
+    written = io.StringIO()
+    logs.configure("json", "debug", stream=written)  # as `engram serve` logs, at its most talkative
+    try:
+        result = alice.request("tools/call", {"name": marker, "arguments": {}})
+    finally:
+        logs.configure("text", "warning")
+    assert result.get("isError") and "zq-unknown-tool-7731" in result["content"][0]["text"]  # the caller is told
+    assert "zq-unknown-tool-7731" not in written.getvalue(), "a caller's text in the logs"
