@@ -98,6 +98,9 @@ def _connection_args(database: Database) -> list[str]:
 
 
 def dump(database: Database, target: Path) -> None:
+    """The whole database into `target`, readable by its owner only: the file is made 0600 before pg_dump
+    writes into it (it would otherwise be made by the umask, commonly 0644)."""
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     _run([pg_program("pg_dump"), "--format=custom", *_connection_args(database), "--file", str(target),
           database.dbname], database, "pg_dump")
 

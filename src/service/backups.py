@@ -110,6 +110,8 @@ class Backups:
             raise BackupRefused(f"{target} is not a directory")
         if any((target / name).exists() for name in FILES):
             raise BackupRefused(f"{target} already holds a backup; choose a new directory")
+        if target.is_dir() and any(target.iterdir()):  # its other files would travel with the backup
+            raise BackupRefused(f"{target} is not empty; choose a new or empty directory")
         return target
 
     # -- engram restore DIR ----------------------------------------------------

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import re
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
@@ -109,10 +110,23 @@ def _unknown(names: set[str], where: str) -> RecordProblem:
     return RecordProblem("invalid_record", f"unknown field(s) in {where}{listed}")
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        raise _DuplicateKey
+    return document
+
+
 def parse_record(line: str, *, company: str, max_text_bytes: int) -> ImportRecord:
     """One JSON line as a record of `company`, checked as the API checks a remember; RecordProblem otherwise."""
     try:
-        data = json.loads(line)
+        data = json.loads(line, object_pairs_hook=_once_each)
+    except _DuplicateKey:  # `{"company": "a", "company": "b"}`: which one was meant is not ours to guess
+        raise RecordProblem("duplicate_key", "a field is given twice in one object") from None
     except (ValueError, RecursionError):
         raise RecordProblem("invalid_json", "the line is not JSON") from None
     if not isinstance(data, dict):
@@ -162,9 +176,27 @@ def parse_record(line: str, *, company: str, max_text_bytes: int) -> ImportRecor
                         visibility, team, valid_from, valid_to)
 
 
+def comparable(text: str) -> str:
+    """A text as the fence compares it: Unicode's compatibility form, case folded, runs of white space as
+    one space and none at either end. A forgotten text given again with a trailing space, in capitals or
+    with full-width letters is the same text, and stays forgotten."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
 def record_id(key: bytes, record: ImportRecord) -> UUID:
-    """The memory id of a record: keyed, so a guessed text cannot be confirmed from an id."""
-    name = json.dumps([record.person, record.source.kind, record.source.id, record.source.message_id, record.text],
+    """The memory id of a record: keyed, so a guessed text cannot be confirmed from an id; of its text
+    as the fence compares it (`comparable`)."""
+    return _keyed_id(key, record, comparable(record.text))
+
+
+def exact_record_id(key: bytes, record: ImportRecord) -> UUID:
+    """The id imports gave before texts were compared (of the text exactly): a file imported then, and
+    the tombstones of what was forgotten since, still recognise it."""
+    return _keyed_id(key, record, record.text)
+
+
+def _keyed_id(key: bytes, record: ImportRecord, text: str) -> UUID:
+    name = json.dumps([record.person, record.source.kind, record.source.id, record.source.message_id, text],
                       ensure_ascii=False, separators=(",", ":"))
     n = int.from_bytes(hmac.new(key, name.encode(), hashlib.sha256).digest()[:16], "big")
     n = (n & ~(0xF << 76)) | (0x8 << 76)  # version 8: an id of our own making (RFC 9562)
@@ -303,7 +335,8 @@ class MemoryImporter:
                 if isinstance(line, RecordProblem):
                     raise line
                 record = parse_record(line, company=company, max_text_bytes=self.memories.max_text_bytes)
-                self._write(report, record, record_id(key, record), self._access(cache, company, record.person))
+                self._write(report, record, record_id(key, record), self._access(cache, company, record.person),
+                            earlier=exact_record_id(key, record))
             except DomainError as e:  # the file or the directory changed since the check
                 report.aborted = f"line {number}: {e.code}"
                 return
@@ -315,11 +348,15 @@ class MemoryImporter:
             self.ledger.settler.settle_recordings(pending.recordings)
             pending.recordings.clear()
 
-    def _write(self, report: ImportReport, record: ImportRecord, memory_id: UUID, access: Access) -> None:
-        if str(memory_id) in self.forgotten:  # a tombstone: also when the database was restored to before it
+    def _write(self, report: ImportReport, record: ImportRecord, memory_id: UUID, access: Access, *,
+               earlier: UUID | None = None) -> None:
+        """`earlier`: the id an import of the same record had before texts were compared (the same
+        fence and the same duplicate)."""
+        ids = [memory_id] if earlier is None or earlier == memory_id else [memory_id, earlier]
+        if any(str(i) in self.forgotten for i in ids):  # a tombstone: also when the database was restored to before it
             report.skipped_forgotten += 1
             return
-        existing = self.ledger.get(memory_id, Memory)
+        existing = next((m for m in (self.ledger.get(i, Memory) for i in ids) if m is not None), None)
         if existing is not None:
             if existing.status in (FORGOTTEN, REJECTED, EXPIRED):  # its tombstone is in another process's fence
                 report.skipped_forgotten += 1

@@ -156,6 +156,8 @@ def test_bad_backups_and_restores_are_refused_with_nothing_changed(env: Settings
     good = tmp_path / "backups" / "good"
     assert main(["backup", str(good)]) == 0
     catalogued = catalog.read_text()
+    for taken in good.iterdir():  # the whole database and its tombstones: its owner's to read only
+        assert taken.stat().st_mode & 0o777 == 0o600, (taken.name, oct(taken.stat().st_mode))
 
     def refused(argv: list[str], reason: str) -> None:
         capsys.readouterr()
@@ -168,6 +170,10 @@ def test_bad_backups_and_restores_are_refused_with_nothing_changed(env: Settings
     refused(["backup", str(env.data_dir / "inside")], "inside the data directory")
     refused(["backup", str(env.journal_dir / "inside")], "inside the tombstone directory")
     refused(["backup", str(tmp_path)], "holds the data directory")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "notes.txt").write_text("someone else's file")
+    refused(["backup", str(tmp_path / "used")], "is not empty")
+    (tmp_path / "fresh").mkdir()
 
     # what is not a catalogued backup
     (tmp_path / "empty").mkdir()
@@ -198,7 +204,7 @@ def test_bad_backups_and_restores_are_refused_with_nothing_changed(env: Settings
     assert main(["restore", "--fence"]) == 0  # the fence alone still works
 
     # a dump pg_restore cannot read: the command says so, and says how to recover
-    broken = tmp_path / "backups" / "broken"
+    broken = tmp_path / "fresh"  # an empty directory will do
     assert main(["backup", str(broken)]) == 0
     (broken / "database.dump").write_bytes(b"PGDMP" + b"\0" * 64)
     refused(["restore", str(broken)], "pg_restore failed")

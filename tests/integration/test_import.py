@@ -165,6 +165,45 @@ def test_a_forgotten_memory_is_not_imported_again(engram, tmp_path) -> None:
     assert engram.memories.get(ALICE, lighthouse.id).status == "forgotten"
 
 
+def test_a_forgotten_text_stays_forgotten_however_its_spacing_case_or_width_changes(engram, tmp_path) -> None:
+    same_message = {"source": {"kind": "chat", "id": "chat-7", "message_id": "m-1"}}
+    run(engram, write(tmp_path / "first.jsonl", record(LIGHTHOUSE, **same_message)))
+    [lighthouse] = engram.memories.list_memories(ALICE, q=None, limit=10, cursor=None).items
+    engram.memories.forget(ALICE, lighthouse.id)
+    variants = [LIGHTHOUSE + " ", "  " + LIGHTHOUSE.replace(" ", "\u3000\t"), LIGHTHOUSE.upper(),
+                "\uff29 like the lighthouse at Godrevy", LIGHTHOUSE.replace("I like", "I  like\n")]  # Ｉ full-width
+    again = run(engram, write(tmp_path / "again.jsonl", *(record(v, **same_message) for v in variants)))
+    assert (again["imported"], again["skipped_forgotten"]) == (0, len(variants)), again
+    assert texts(engram) == [] and recall(engram, "lighthouse Godrevy") == []
+    other = run(engram, write(tmp_path / "other.jsonl", record("I like the lighthouse at St Ives", **same_message)))
+    assert other["imported"] == 1  # a different text is not fenced
+
+
+def test_a_record_with_a_field_given_twice_is_refused(engram, tmp_path) -> None:
+    good = json.dumps(record(WALKING))
+    twice = good[:-1] + ', "company": "globex"}'
+    nested = good.replace('"kind": "chat"', '"kind": "chat", "kind": "mail"')
+    report = run(engram, write(tmp_path / "twice.jsonl", good, twice, nested))
+    assert report["imported"] == 0 and report["refused"] == 2
+    assert [(p["line"], p["code"]) for p in report["problems"]] == [(2, "duplicate_key"), (3, "duplicate_key")]
+    assert texts(engram) == []  # nothing written: the whole file is checked first
+
+
+def test_a_record_imported_before_texts_were_compared_is_still_a_duplicate(engram, tmp_path) -> None:
+    from engram.service.importer import exact_record_id, parse_record
+
+    line = json.dumps(record(LIGHTHOUSE + " "))
+    parsed = parse_record(line, company="acme", max_text_bytes=8192)
+    assert engram.importer is not None
+    earlier = exact_record_id(engram.importer.id_key("acme"), parsed)  # as an older import stored it
+    engram.memories.remember(ALICE, text=parsed.text, source=parsed.source.as_dict(), occurred_at=None,
+                             visibility="general", team=None, valid_from=None, valid_to=None, id=earlier, actor="import")
+    again = run(engram, write(tmp_path / "again.jsonl", line))
+    assert (again["imported"], again["duplicates"]) == (0, 1)
+    engram.memories.forget(ALICE, str(earlier))
+    assert run(engram, write(tmp_path / "third.jsonl", line))["skipped_forgotten"] == 1
+
+
 def test_after_a_rollback_of_the_import_the_forgotten_memory_stays_out(settings, database, tmp_path) -> None:
     """Back up, import, forget one, restore the backup from before the import, import again."""
     settings = settings.replace(data_dir=tmp_path / "data")
