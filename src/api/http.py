@@ -10,7 +10,7 @@ from engram import web
 
 from . import consistency, dependencies, mcp_http, observability, problems, reference
 from .dependencies import CompositionRoot
-from .middleware import BodyLimit, JsonRoute
+from .middleware import BodyLimit, JsonRoute, NoSniff
 from .observability import ObservedApp
 from .routes import ROUTERS
 
@@ -21,6 +21,7 @@ def create_app(root: CompositionRoot, token_secret: str) -> FastAPI:
                       generate_unique_id_function=lambda route: route.name)
     app.router.route_class = JsonRoute
     app.add_middleware(BodyLimit)
+    app.add_middleware(NoSniff)  # outermost: its 413s too
     problems.install(app)
     reference.install(app)  # /openapi.json with problems and the bearer scheme; /docs without a CDN
     dependencies.install(app, root, token_secret)

@@ -82,6 +82,29 @@ class BodyLimit:
         await response(scope, _no_body, send)
 
 
+class NoSniff:
+    """Pure ASGI: every answer says `X-Content-Type-Options: nosniff`, so no browser reads an export, a
+    JSON answer or a problem as HTML or script, whatever text a person's memory holds."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                if not any(name.lower() == b"x-content-type-options" for name, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
 async def _no_body() -> Message:
     return {"type": "http.disconnect"}
 

@@ -29,7 +29,16 @@ from engram.domain.errors import DomainError
 
 from . import language
 from .language import N_, translated
-from .session import CSRF_FIELD, TOKEN_PARAMETER, SignedInByLink, csrf_token, keep_nonce, require_csrf, start_session
+from .session import (
+    CSRF_FIELD,
+    TOKEN_PARAMETER,
+    SignedInByLink,
+    SwitchAsked,
+    csrf_token,
+    keep_nonce,
+    require_csrf,
+    start_session,
+)
 
 log = logging.getLogger("engram.web")
 
@@ -75,6 +84,9 @@ PLAIN_WORDS = {
     "insight_not_proposed": N_("This insight is no longer waiting for review."),
     "insight_invalidated": N_("A memory this insight rests on was forgotten, corrected or revoked, so it cannot be "
                               "confirmed."),
+    "person_suspended": N_("An administrator of your company suspended your account: nothing can be shown or "
+                           "changed until they resume it. Your memories are kept."),
+    "rate_limited": N_("Too many requests in a short time. Wait a few seconds and try again."),
 }
 # The titles of those refusals (the services' own words), and the general words for any other.
 TITLES = (N_("Not found"), N_("Sensitive content needs acknowledgement"), N_("This form cannot be accepted"),
@@ -83,7 +95,8 @@ TITLES = (N_("Not found"), N_("Sensitive content needs acknowledgement"), N_("Th
           N_("Valid time is not valid"), N_("Tags are not valid"), N_("Cursor is not valid"),
           N_("The memory was forgotten"), N_("The memory is not confirmed"), N_("Not a pending candidate"),
           N_("Changed concurrently; read it again and retry"), N_("The source was revoked"),
-          N_("Insight is not waiting for review"), N_("Insight rests on evidence no longer in use"), N_("Forbidden"))
+          N_("Insight is not waiting for review"), N_("Insight rests on evidence no longer in use"), N_("Forbidden"),
+          N_("Person suspended"), N_("Too many requests"))
 REFUSED, REFUSED_WORDS = N_("Request refused"), N_("Engram did not accept this request. Go back, check what you sent "
                                                    "and try again.")
 NOT_VALID_TOKEN = N_("That token is not valid or has expired.")
@@ -199,6 +212,10 @@ class PageRoute(APIRoute):
                 return await handler(request)
             except SignedInByLink as link:
                 return _signed_in_by_link(request, link.token)
+            except SwitchAsked as ask:
+                request.state.web_caller = ask.current
+                return render(request, "switch.html", current=ask.current.person, other=ask.other.person,
+                              token=ask.token, next_path=_here(request))
             except UNAVAILABLE_ERRORS:  # never the driver's message
                 response = error_page(request, 503, N_("Not available right now"),
                                       N_("Engram cannot reach its database at the moment. Try again in a few seconds."))
@@ -208,6 +225,8 @@ class PageRoute(APIRoute):
                 message = None if exc.code == "unauthenticated" else NOT_VALID_TOKEN
                 return sign_in_page(request, message=message)
             except DomainError as exc:  # its detail never holds personal text
+                if exc.status == 401:  # a revoked token: sign in again
+                    return sign_in_page(request, message=NOT_VALID_TOKEN)
                 return error_page(request, exc.status, exc.title, PLAIN_WORDS.get(exc.code, exc.detail))
             except RequestValidationError:
                 return error_page(request, 422, N_("Not a valid request"),

@@ -45,6 +45,14 @@ class CsrfRefused(DomainError):
     code, status, title = "csrf_refused", 403, "This form cannot be accepted"
 
 
+class SwitchAsked(Exception):  # not an error: the page asks before another person's session replaces this one
+    """`?token=` of another person than the browser's session: nothing changes until the person says so."""
+
+    def __init__(self, token: str, current: Caller, other: Caller) -> None:
+        super().__init__("another person's sign-in link")
+        self.token, self.current, self.other = token, current, other
+
+
 class SignedInByLink(Exception):  # not an error: the page answers with a redirect
     """`?token=` was valid: answer with the session cookie and a redirect to the same page without it."""
 
@@ -69,7 +77,15 @@ async def signed_in(request: Request, deployment: Deployment) -> Caller:
     """The caller of a page in every rollout mode; `Unauthenticated` (the sign-in page) otherwise."""
     link = request.query_params.get(TOKEN_PARAMETER) if request.method == "GET" else None
     if link is not None:
-        caller_of(request, link.strip(), deployment)  # an expired or forged link is not signed in
+        linked = caller_of(request, link.strip(), deployment)  # an expired or forged link is not signed in
+        session = request.cookies.get(SESSION_COOKIE)
+        if session and session != link.strip():
+            try:
+                current: Caller | None = caller_of(request, session, deployment)
+            except DomainError:  # no session that still works: nobody's to replace
+                current = None
+            if current is not None and (current.company, current.person) != (linked.company, linked.person):
+                raise SwitchAsked(link.strip(), current, linked)  # a link someone else sent replaces nobody silently
         raise SignedInByLink(link.strip())
     token, how = _how(request)
     if token is None:

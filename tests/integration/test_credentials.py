@@ -166,3 +166,24 @@ def test_signing_out_of_the_pages_ends_that_session_on_the_server(client) -> Non
     client.cookies.set("engram_session", session)  # the cookie kept and sent again
     assert client.get("/memory").status_code == 401
     assert client.get("/v1/memories", headers=other).status_code == 200
+
+
+def test_a_sign_in_link_of_another_person_asks_before_it_replaces_the_session(client) -> None:
+    alice, bob = token(), token(user="bob")
+    assert client.get("/memory", params={"token": alice}, follow_redirects=False).status_code == 303
+    asked = client.get("/memory", params={"token": bob}, follow_redirects=False)
+    assert asked.status_code == 200 and "Switch person?" in asked.text
+    assert "alice" in asked.text and "bob" in asked.text
+    page = client.get("/memory")
+    assert page.status_code == 200 and "alice" in page.text and "bob" not in page.text  # still alice's page
+    assert client.cookies.get("engram_session") == alice  # nothing replaced until the person says so
+    csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', asked.text)
+    assert csrf is not None
+    switched = client.post("/sign-in", data={"token": bob, "next": "/memory", "csrf_token": csrf.group(1)},
+                           follow_redirects=False)
+    assert switched.status_code == 303 and client.cookies.get("engram_session") == bob
+    zh = client.get("/memory", params={"token": alice}, headers={"Accept-Language": "zh-CN"}, follow_redirects=False)
+    assert zh.status_code == 200 and "要切换用户吗" in zh.text
+    again = token(user="bob")  # the same person's new link replaces the session without asking
+    assert client.get("/memory", params={"token": again}, follow_redirects=False).status_code == 303
+    assert client.cookies.get("engram_session") == again

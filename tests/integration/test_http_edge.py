@@ -24,7 +24,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.support.helpers import SECRET, auth, fresh_database, remember_body, wait_until_ready
+from tests.support.helpers import SECRET, auth, fresh_database, remember_body, token, wait_until_ready
 
 ENGRAM = str(Path(sys.executable).parent / "engram")
 LIMIT = 1024 * 1024
@@ -386,3 +386,24 @@ def test_docs_page_is_interactive_and_self_contained(client) -> None:
     assert "validatorUrl\": null" in page.replace("'", '"')  # no badge fetched from a validator service
     assert client.get("/docs/assets/../../etc/passwd").status_code == 404
     assert client.get("/docs/assets/nothing.js").status_code == 404
+
+
+def test_every_answer_forbids_content_sniffing(client) -> None:
+    """An export or an answer quoting a person's text is never read by a browser as HTML or script."""
+    alice = auth()
+    client.post("/v1/memories", json=remember_body("<script>alert(1)</script> I like tea"), headers=alice)
+    client.get("/memory", params={"token": token()})  # a page session, for the page's own download
+    answers = [
+        client.get("/v1/export", params={"format": "markdown"}, headers=alice),
+        client.get("/v1/export", headers=alice),
+        client.get("/memory/export", params={"format": "markdown"}),
+        client.get("/memory/export"),
+        client.post("/v1/recall", json={"query": "tea"}, headers=alice),
+        client.get("/v1/memories/nothing-here", headers=alice),  # a problem
+        client.get("/v1/memories"),  # a 401
+        client.post("/v1/memories", content=b"x" * (2 * 1024 * 1024), headers=alice),  # the body limit's 413
+        client.get("/metrics"), client.get("/healthz"), client.get("/openapi.json"), client.get("/docs"),
+    ]
+    for r in answers:
+        assert r.headers.get("x-content-type-options") == "nosniff", (r.request.url, r.status_code)
+    assert {r.status_code for r in answers} >= {200, 401, 404, 413}
