@@ -165,7 +165,8 @@ def bearer_token(request: Request) -> str | None:
 def caller_of(request: Request, token: str | None, deployment: Settings) -> Caller:
     """The one check of a token, wherever it came from (the header here, a web page's session cookie),
     and of its person's and company's request rates (429 past them)."""
-    caller = caller_from_token(token_secret(request), token, max_lifetime=timedelta(days=deployment.max_token_days))
+    caller = caller_from_token(token_secret(request), token, max_lifetime=timedelta(days=deployment.max_token_days),
+                               issuers=deployment.token_issuers)
     request.app.state.request_rates.admit(caller)
     return caller
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
 import jwt
+from cryptography.hazmat.primitives import serialization
 
 from engram.domain.errors import DomainError
 from engram.domain.scope import ENTRIES, ROLES, Caller
@@ -67,25 +69,64 @@ class TokenTooLong(Unauthenticated):
     code, title, reason = "token_lifetime_too_long", "Token lives too long", "lifetime"
 
 
+ISSUER_ALGORITHMS = ("EdDSA", "RS256")  # an issuer's key pair; never HS256 with its public key as the secret
+REQUIRED = ["sub", "company", "role", "exp"]
+
+
 @lru_cache(maxsize=4096)
 def _verified_claims(secret: str, token: str) -> dict[str, Any]:
     """The claims of a token whose signature and required claims check out; a bot sends the same token
     with every request, and verifying it cost about 0.2 ms of CPU a request. Only verified tokens are
     kept (a forged one raises, and is never cached); the time checks are made at each use, below."""
-    return jwt.decode(token, secret, algorithms=[ALGORITHM],
-                      options={"require": ["sub", "company", "role", "exp"], "verify_exp": False})
+    return jwt.decode(token, secret, algorithms=[ALGORITHM], options={"require": REQUIRED, "verify_exp": False})
+
+
+@lru_cache(maxsize=64)
+def _public_key(pem: str) -> Any:
+    return serialization.load_pem_public_key(pem.encode())  # checked at start-up (settings.TokenIssuer)
+
+
+@lru_cache(maxsize=4096)
+def _issued_claims(pem: str, issuer: str, token: str) -> dict[str, Any]:
+    """As `_verified_claims`, for a token a configured issuer signed with its own key pair."""
+    return jwt.decode(token, _public_key(pem), algorithms=list(ISSUER_ALGORITHMS), issuer=issuer,
+                      options={"require": [*REQUIRED, "iss"], "verify_exp": False})
+
+
+def _claims(secret: str, token: str, issuers: Mapping[str, Any]) -> dict[str, Any]:
+    """The verified claims: by the issuer the token names (ENGRAM_TOKEN_ISSUERS), else by the secret."""
+    try:
+        named = jwt.decode(token, options={"verify_signature": False}).get("iss")
+    except jwt.PyJWTError:
+        raise InvalidToken("the token could not be read as a signed JWT") from None
+    if named is None:
+        try:
+            return _verified_claims(secret, token)
+        except jwt.InvalidSignatureError:
+            raise InvalidToken("the token's signature does not match: sign it with this server's "
+                               "ENGRAM_TOKEN_SECRET (HS256), or name a configured issuer in `iss`") from None
+    issuer = issuers.get(named) if isinstance(named, str) else None
+    if issuer is None:  # never the name itself: it is the caller's text
+        raise InvalidToken("the token's issuer (`iss`) is not one ENGRAM_TOKEN_ISSUERS configures", reason="issuer")
+    try:
+        claims = _issued_claims(issuer.public_key, named, token)
+    except jwt.InvalidSignatureError:
+        raise InvalidToken("the token's signature does not match its issuer's public key") from None
+    except jwt.InvalidAlgorithmError:
+        raise InvalidToken(f"an issuer's token is signed with {' or '.join(ISSUER_ALGORITHMS)}") from None
+    if claims.get("role") not in issuer.roles:
+        raise InvalidToken("the token's issuer may not sign this role (ENGRAM_TOKEN_ISSUERS)", reason="issuer")
+    return claims
 
 
 def caller_from_token(secret: str, token: str | None, *, max_lifetime: timedelta = timedelta(days=30),
-                      now: datetime | None = None) -> Caller:
-    """A leaked token must not work for centuries: one expiring further ahead than `max_lifetime` is refused."""
+                      now: datetime | None = None, issuers: Mapping[str, Any] | None = None) -> Caller:
+    """A leaked token must not work for centuries: one expiring further ahead than `max_lifetime` is refused.
+    `issuers`: ENGRAM_TOKEN_ISSUERS, each with `public_key` and `roles`."""
     if not token:
         raise Unauthenticated("send `Authorization: Bearer <token>`; `engram token` prints one for local use")
     try:
-        claims = _verified_claims(secret, token)
-    except jwt.InvalidSignatureError:
-        raise InvalidToken("the token's signature does not match: sign it with this server's "
-                           "ENGRAM_TOKEN_SECRET (HS256)") from None
+        claims = _claims(secret, token, issuers or {})
     except jwt.MissingRequiredClaimError as e:
         raise InvalidToken(f"the token lacks the `{e.claim}` claim", reason="issuer") from None
     except jwt.PyJWTError:

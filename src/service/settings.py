@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Seconds = Annotated[float, Field(gt=0)]
@@ -16,6 +19,29 @@ MAX_SERVE_PROCESSES = 64
 MAX_REBUILD_WORKERS = 32
 MIN_SECRET_BYTES = 32
 AUTO_REBUILD_WORKERS = 4  # beyond that, measure first: the processes share PostgreSQL's cores
+
+
+class TokenIssuer(BaseModel):
+    """One host platform's key: an Ed25519 or RSA public key in PEM, and the roles it may sign."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    public_key: str
+    roles: tuple[Literal["user", "bot", "admin", "operator"], ...] = Field(min_length=1)
+
+    @field_validator("public_key")
+    @classmethod
+    def _a_public_key(cls, value: str) -> str:
+        try:
+            key = serialization.load_pem_public_key(value.encode())
+        except (ValueError, TypeError):
+            raise ValueError("public_key must be a PEM public key (-----BEGIN PUBLIC KEY-----)") from None
+        if isinstance(key, rsa.RSAPublicKey):
+            if key.key_size < 2048:
+                raise ValueError("an RSA public_key must have at least 2048 bits")
+        elif not isinstance(key, ed25519.Ed25519PublicKey):
+            raise ValueError("public_key must be an Ed25519 (EdDSA) or RSA (RS256) key")
+        return value
 
 
 class Settings(BaseSettings):
@@ -30,6 +56,9 @@ class Settings(BaseSettings):
     # master keys a rotation is moving away from: accepted for unwrapping, never for wrapping (ADR 0030)
     previous_master_keys: Annotated[tuple[str, ...], NoDecode] = ()
     token_secret: str | None = None
+    # host platforms that sign their people's tokens with their own key pair, and the roles each may sign:
+    # {"<iss>": {"public_key": "<PEM>", "roles": ["user", "bot"]}} (ADR 0059)
+    token_issuers: Annotated[dict[str, TokenIssuer], NoDecode] = Field(default_factory=dict)
     max_text_bytes: Count = 8192
     max_token_days: Seconds = 30
     # requests a second per person and per company, bursts of twice that (ADR 0058); 0: no limit
@@ -111,6 +140,16 @@ class Settings(BaseSettings):
                 raw = b""
             if len(raw) != 32:
                 raise ValueError("each key must be 32 random bytes, base64url-encoded")
+        return value
+
+    @field_validator("token_issuers", mode="before")
+    @classmethod
+    def _issuers_json(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError('must be a JSON object: {"<iss>": {"public_key": "<PEM>", "roles": ["user"]}}') from None
         return value
 
     @field_validator("token_secret")
