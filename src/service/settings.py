@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     token_secret: str | None = None
     # host platforms that sign their people's tokens with their own key pair, and the roles each may sign:
     # {"<iss>": {"public_key": "<PEM>", "roles": ["user", "bot"]}} (ADR 0059)
-    token_issuers: Annotated[dict[str, TokenIssuer], NoDecode] = Field(default_factory=dict)
+    token_issuers: Annotated[dict[str, TokenIssuer], NoDecode] = {}  # pydantic copies it for each instance
     max_text_bytes: Count = 8192
     max_token_days: Seconds = 30
     # requests a second per person and per company, bursts of twice that (ADR 0058); 0: no limit
