@@ -19,6 +19,7 @@ from engram.domain.clock import Clock
 from engram.projections.base import ViewProjection
 from engram.projections.runner import ProjectorRunner
 from engram.service.backups import Backups
+from engram.service.bot_keys import BotKeyService
 from engram.service.credentials import CredentialsService
 from engram.service.embedding import EmbeddingWorker
 from engram.service.forgetting import ForgettingService
@@ -82,6 +83,7 @@ class Engram:
     embedding: EmbeddingWorker | None  # None with ENGRAM_EMBEDDINGS=off
     sweepers: list[Sweeper]
     credentials: CredentialsService
+    bot_keys: BotKeyService
 
     @classmethod
     def open(
@@ -112,7 +114,8 @@ class Engram:
                      built.ledger, built.memories, built.recall, built.governance, built.learning,
                      built.operations, built.forgetting, publisher, built.importer, built.backups, built.insights,
                      built.syncer, embedded, built.embedding,
-                     sweepers(settings, built, write.purge) if background else [], built.credentials)
+                     sweepers(settings, built, write.purge) if background else [], built.credentials,
+                     built.bot_keys)
         engram.start(catch_up=catch_up and not built.distributed, background=background, notified=notified)
         return engram
 

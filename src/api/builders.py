@@ -44,6 +44,7 @@ from engram.projections.recall_queries import RecallQueries
 from engram.projections.review import ReviewProjection, ReviewView
 from engram.projections.runner import ProjectorRunner
 from engram.service.backups import BackupCatalog, Backups, catalog_of
+from engram.service.bot_keys import BotKeyService
 from engram.service.credentials import CredentialsService
 from engram.service.embedding import EmbeddingWorker
 from engram.service.forgetting import ForgettingService, Pace
@@ -212,6 +213,7 @@ class Services:
     syncer: HindsightSyncer | None
     embedding: EmbeddingWorker | None
     credentials: CredentialsService
+    bot_keys: BotKeyService
 
 
 def services(settings: Settings, database: Database, write: WriteSide, *, clock: Clock | None, fenced: bool,
@@ -286,7 +288,7 @@ def services(settings: Settings, database: Database, write: WriteSide, *, clock:
     return Services(runner, distributed, ledger, memories, recall, GovernanceService(ledger), learning, forgetting,
                     MemoryImporter(memories, write.fence, root.import_key, write.fence.loaded.wait), insights,
                     Backups(write.catalog, settings, ledger.clock), operations, syncer, embedding,
-                    CredentialsService(ledger))
+                    CredentialsService(ledger), BotKeyService(ledger, ledger.standings))
 
 
 def sweepers(settings: Settings, built: Services, purge: PurgeTracker) -> list[Sweeper]:

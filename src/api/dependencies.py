@@ -14,7 +14,9 @@ from fastapi import Depends, FastAPI, Request, Security
 
 from engram.adapters.availability import Availability
 from engram.domain.access import Access
+from engram.domain.bot_keys import parse_key
 from engram.domain.scope import Caller
+from engram.service.bot_keys import BotKeyService
 from engram.service.credentials import CredentialsService
 from engram.service.forgetting import ForgettingService
 from engram.service.governance import GovernanceService
@@ -49,6 +51,8 @@ class CompositionRoot(Protocol):
     def governance(self) -> GovernanceService: ...
     @property
     def credentials(self) -> CredentialsService: ...
+    @property
+    def bot_keys(self) -> BotKeyService: ...
     @property
     def learning(self) -> LearningService: ...
     @property
@@ -115,6 +119,10 @@ async def credentials_service(request: Request) -> CredentialsService:
     return _root(request).credentials
 
 
+async def bot_key_service(request: Request) -> BotKeyService:
+    return _root(request).bot_keys
+
+
 async def learning_service(request: Request) -> LearningService:
     return _root(request).learning
 
@@ -142,6 +150,7 @@ Writes = Annotated[Ledger, Depends(ledger)]
 Forgetting = Annotated[ForgettingService, Depends(forgetting_service)]
 Governance = Annotated[GovernanceService, Depends(governance_service)]
 Credentials = Annotated[CredentialsService, Depends(credentials_service)]
+BotKeys = Annotated[BotKeyService, Depends(bot_key_service)]
 Learning = Annotated[LearningService, Depends(learning_service)]
 Operations = Annotated[OperationsService, Depends(operations_service)]
 DatabaseAvailability = Annotated[Availability, Depends(database_availability)]
@@ -156,6 +165,9 @@ def token_secret(request: Request) -> str:
     return request.app.state.token_secret
 
 
+PERSON_HEADER = "x-engram-person"  # with a bot key: the person the bot acts for
+
+
 def bearer_token(request: Request) -> str | None:
     """The token of an `Authorization: Bearer` header; None without one."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -165,8 +177,11 @@ def bearer_token(request: Request) -> str | None:
 def caller_of(request: Request, token: str | None, deployment: Settings) -> Caller:
     """The one check of a token, wherever it came from (the header here, a web page's session cookie),
     and of its person's and company's request rates (429 past them)."""
-    caller = caller_from_token(token_secret(request), token, max_lifetime=timedelta(days=deployment.max_token_days),
-                               issuers=deployment.token_issuers)
+    if token is not None and parse_key(token) is not None:  # a bot key, for the person the request names
+        caller = _root(request).bot_keys.caller(token, request.headers.get(PERSON_HEADER))
+    else:
+        caller = caller_from_token(token_secret(request), token,
+                                   max_lifetime=timedelta(days=deployment.max_token_days), issuers=deployment.token_issuers)
     request.app.state.request_rates.admit(caller)
     return caller
 

@@ -21,10 +21,13 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 class HttpBackend:
     """The tools' requests to the HTTP API with the person's bearer token."""
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0, person: str | None = None) -> None:
+        """`token`: the person's bearer token, or a bot key with the `person` it acts for."""
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout,
-                                       headers={"Authorization": f"Bearer {token}", "User-Agent": "engram-mcp"})
+        headers = {"Authorization": f"Bearer {token}", "User-Agent": "engram-mcp"}
+        if person is not None:
+            headers["X-Engram-Person"] = person
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, headers=headers)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -82,10 +85,14 @@ def _segment(value: str) -> str:
 def run_stdio(environ: dict[str, str] | None = None) -> int:
     """Serve the tools on stdin/stdout until the client closes them."""
     env = os.environ if environ is None else environ
-    token = env.get("ENGRAM_TOKEN", "").strip()
-    if not token:
-        raise ValueError("set ENGRAM_TOKEN to the person's bearer token (`engram token --company C --user U`)")
-    backend = HttpBackend(env.get("ENGRAM_URL", "").strip() or DEFAULT_URL, token)
+    token, key, person = (env.get(name, "").strip() for name in ("ENGRAM_TOKEN", "ENGRAM_API_KEY", "ENGRAM_PERSON"))
+    if key and (token or not person):
+        raise ValueError("ENGRAM_API_KEY (a bot key) goes with ENGRAM_PERSON (whom the bot acts for), not ENGRAM_TOKEN")
+    if not token and not key:
+        raise ValueError("set ENGRAM_TOKEN to the person's bearer token (`engram token --company C --user U`), or "
+                         "ENGRAM_API_KEY and ENGRAM_PERSON for a bot key")
+    backend = HttpBackend(env.get("ENGRAM_URL", "").strip() or DEFAULT_URL, token or key,
+                          person=person if key else None)
     server = build_server(lambda _ctx: backend)
 
     async def serve() -> None:

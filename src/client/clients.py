@@ -104,17 +104,27 @@ class _Calls:
 class _Transport(Generic[Http]):
     """What both clients hold: the pool, the bearer token, the retry policy."""
 
-    def __init__(self, base_url: str, token: str, *, timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+    def __init__(self, base_url: str, token: str | None = None, *, api_key: str | None = None,
+                 person: str | None = None, timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
                  max_retries: int = 3, backoff: float = 0.5, max_backoff: float = 10.0,
                  headers: Mapping[str, str] | None = None) -> None:
-        """`base_url` is where `engram serve` answers (`http://127.0.0.1:8080`), `token` a bearer token
-        (`engram token ...`). Idempotent calls are sent again up to `max_retries` times on a 503 or a
+        """`base_url` is where `engram serve` answers (`http://127.0.0.1:8080`); then either `token`, a
+        bearer token (`engram token ...`), or a bot's `api_key` (`POST /v1/admin/bots/{bot}/keys`) with
+        the `person` it acts for. Idempotent calls are sent again up to `max_retries` times on a 503 or a
         lost connection, after `backoff` seconds doubling each time, at most `max_backoff` (also the
         cap on a `Retry-After`)."""
+        if (token is None) == (api_key is None):
+            raise TypeError("give either token= or api_key= (with person=)")
+        if api_key is not None and not (isinstance(person, str) and person.strip()):
+            raise TypeError("an api_key acts for a person: give person= (their id)")
+        if token is not None and person is not None:
+            raise TypeError("person= goes with api_key=; a token names its person itself")
+        identity = {"Authorization": f"Bearer {token if token is not None else api_key}"}
+        if person is not None:
+            identity["X-Engram-Person"] = person
         self.retry = RetryPolicy(max_retries, backoff, max_backoff)
         self._http: Http = self._open(base_url=base_url.rstrip("/"), timeout=timeout,
-                                      headers={**(headers or {}), "Authorization": f"Bearer {token}",
-                                               "Accept": "application/json"})
+                                      headers={**(headers or {}), **identity, "Accept": "application/json"})
 
     def _open(self, **options: Any) -> Http:
         raise NotImplementedError

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import examples
 from .examples import extra
-from .responses import NOT_VISIBLE
+from .responses import NOT_VISIBLE, Timestamp
 
 
 class TeamOut(BaseModel):
@@ -92,6 +92,30 @@ class PersonCredentialsOut(BaseModel):
                                           "before it answer 401 token_revoked; null if never signed out")
     suspended: bool = Field(description="true: every request by the person's tokens, and by bots acting for "
                             "them, answers 403 person_suspended")
+
+
+class BotKeyIssued(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.BOT_KEY))
+
+    key_id: str
+    key: str = Field(description="shown only now: Engram keeps a digest of it, never the key")
+    bot: str
+
+
+class BotKeyOut(BaseModel):
+    key_id: str
+    revoked: bool
+    issued_at: Timestamp
+
+
+class BotKeyList(BaseModel):
+    items: list[BotKeyOut]
+
+
+class BotKeyRevoked(BaseModel):
+    key_id: str
+    bot: str
+    revoked: bool
 
 
 class Health(BaseModel):

@@ -9,7 +9,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
-from .errors import PersonSuspended, TokenRevoked
+from .errors import KeyRevoked, PersonSuspended, TokenRevoked
 from .scope import Caller
 
 
@@ -25,13 +25,18 @@ def revoked(issued_at: int | None, signed_out_before: int | None) -> bool:
     return issued_at is None or issued_at <= signed_out_before
 
 
-def require_current(caller: Caller, signed_out_before: int | None, suspended: bool, ended: bool = False) -> None:
+def require_current(caller: Caller, signed_out_before: int | None, suspended: bool, ended: bool = False,
+                    key_standing: bool = True) -> None:
     """A request's credential still stands: not revoked by a sign-out everywhere, nor `ended` by signing
-    out of the pages with it (401), its person not suspended (403, bots acting for them included).
-    Engram's own work for a person carries none."""
-    if caller.issued_at is None:
+    out of the pages with it (401); a bot key not revoked and its bot still registered (`key_standing`,
+    401); its person not suspended (403, bots acting for them included). A person's sign-out ends their
+    tokens, not their company's bot keys. Engram's own work for a person carries none."""
+    if caller.key_id is not None:
+        if not key_standing:
+            raise KeyRevoked("this bot key was revoked, or its bot is no longer in the company directory")
+    elif caller.issued_at is None:
         return
-    if revoked(caller.issued_at, signed_out_before):
+    elif revoked(caller.issued_at, signed_out_before):
         raise TokenRevoked("this token was issued before its person signed out everywhere: sign in again")
     if ended:
         raise TokenRevoked("this token's session was signed out: sign in again")

@@ -28,6 +28,12 @@ class TokenRevoked(DomainError):
     code, status, title, reason = "token_revoked", 401, "Token revoked", "revoked"
 
 
+class KeyRevoked(DomainError):
+    """A bot key revoked by an admin, or of a bot the company's directory no longer registers."""
+
+    code, status, title, reason = "key_revoked", 401, "Key revoked", "revoked"
+
+
 class PersonSuspended(Forbidden):
     """An admin suspended the person: nothing acts for them until resumed; their memories stay."""
 

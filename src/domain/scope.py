@@ -27,6 +27,7 @@ class Caller:
     issued_at: int | None = None
     token_id: str | None = None  # a digest of the token itself: a signed-out page session names it
     expires_at: int | None = None  # the token's `exp` (seconds)
+    key_id: str | None = None  # a bot key's id, when the request came with one instead of a token
 
     @property
     def is_administrative(self) -> bool:

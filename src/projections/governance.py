@@ -11,6 +11,7 @@ from eventsourcing.persistence import Tracking
 from psycopg import Cursor
 from psycopg.types.json import Jsonb
 
+from engram.domain.bot_keys import BotKey
 from engram.domain.credentials import PersonCredentials
 from engram.domain.directory import CompanyDirectory, Directory
 from engram.domain.settings import PersonSettings
@@ -48,6 +49,15 @@ CREATE TABLE IF NOT EXISTS engram_credentials (
     suspended boolean NOT NULL,
     UNIQUE (company, person)
 );
+CREATE TABLE IF NOT EXISTS engram_bot_keys (
+    key_id text PRIMARY KEY,
+    aggregate_id uuid NOT NULL UNIQUE,
+    company text NOT NULL,
+    bot text NOT NULL,
+    digest text NOT NULL,  -- SHA-256 of the key's secret; the key itself is never kept
+    revoked boolean NOT NULL,
+    issued_at timestamptz NOT NULL
+);
 CREATE TABLE IF NOT EXISTS engram_ended_tokens (
     token_id text PRIMARY KEY,  -- a token's SHA-256, signed out of the pages
     company text NOT NULL,
@@ -62,7 +72,7 @@ EMPTY_DIRECTORY: dict[str, dict[str, object]] = {"teams": {}, "sources": {}, "bo
 class GovernanceView(View):
     ddl = DDL
     tables = ("engram_directories", "engram_revocations", "engram_settings", "engram_credentials",
-              "engram_ended_tokens")
+              "engram_ended_tokens", "engram_bot_keys")
 
 
 class GovernanceProjection(ViewProjection):
@@ -111,6 +121,14 @@ class GovernanceProjection(ViewProjection):
                 "WHERE credentials_id = %s",
                 (event.before, event.originator_id),
             )
+        elif isinstance(event, BotKey.Issued):
+            curs.execute(
+                "INSERT INTO engram_bot_keys (key_id, aggregate_id, company, bot, digest, revoked, issued_at) "
+                "VALUES (%s, %s, %s, %s, %s, false, %s) ON CONFLICT DO NOTHING",
+                (event.key_id, event.originator_id, event.company, event.bot, event.digest, event.timestamp),
+            )
+        elif isinstance(event, BotKey.Revoked):
+            curs.execute("UPDATE engram_bot_keys SET revoked = true WHERE aggregate_id = %s", (event.originator_id,))
         elif isinstance(event, PersonCredentials.SessionEnded):
             curs.execute(
                 "INSERT INTO engram_ended_tokens (token_id, company, person, expires) "
@@ -138,6 +156,7 @@ class Standing:
     signed_out_before: int | None = None  # the person's tokens issued at or before it are revoked
     suspended: bool = False
     ended: bool = False  # the caller's own token was signed out of the pages
+    key_ok: bool = False  # the caller's bot key is one of this bot's, not revoked
 
 
 # The directory's row version: the transaction that wrote it, and the row's own id (a rebuilt or
@@ -157,7 +176,10 @@ class GovernanceQueries:
         self._directories: OrderedDict[str, tuple[str, Directory]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def standing(self, company: str, person: str, token_id: str | None = None) -> Standing:
+    def standing(self, company: str, person: str, token_id: str | None = None, key_id: str | None = None,
+                 bot: str | None = None) -> Standing:
+        """`token_id`: the caller's token's digest (a signed-out session?); `key_id` and `bot`: the bot key
+        it came with instead (not revoked, and of this bot?)."""
         with self._lock:
             known = self._directories.get(company)
         with self.datastore.get_connection() as conn:
@@ -171,8 +193,11 @@ class GovernanceQueries:
                 "(SELECT use_paused FROM engram_settings WHERE company = %(c)s AND person = %(p)s) AS up, "
                 "(SELECT signed_out_before FROM engram_credentials WHERE company = %(c)s AND person = %(p)s) AS so, "
                 "(SELECT suspended FROM engram_credentials WHERE company = %(c)s AND person = %(p)s) AS su, "
-                "EXISTS (SELECT 1 FROM engram_ended_tokens WHERE token_id = %(t)s) AS ended",
-                {"c": company, "p": person, "k": known[0] if known else None, "t": token_id}, prepare=True,
+                "EXISTS (SELECT 1 FROM engram_ended_tokens WHERE token_id = %(t)s) AS ended, "
+                "EXISTS (SELECT 1 FROM engram_bot_keys WHERE key_id = %(kid)s AND company = %(c)s AND bot = %(b)s "
+                "AND NOT revoked) AS key_ok",
+                {"c": company, "p": person, "k": known[0] if known else None, "t": token_id, "kid": key_id, "b": bot},
+                prepare=True,
             ).fetchone()
         assert row is not None
         return Standing(
@@ -183,7 +208,19 @@ class GovernanceQueries:
             signed_out_before=row["so"],
             suspended=bool(row["su"]),
             ended=bool(row["ended"]),
+            key_ok=bool(row["key_ok"]),
         )
+
+    def bot_key(self, key_id: str) -> dict[str, Any] | None:
+        """A bot key's company, bot, digest and whether it was revoked; None for an unknown id."""
+        with self.datastore.get_connection() as conn:
+            return conn.execute("SELECT company, bot, digest, revoked FROM engram_bot_keys WHERE key_id = %s",
+                                (key_id,), prepare=True).fetchone()
+
+    def bot_keys(self, company: str, bot: str) -> list[dict[str, Any]]:
+        with self.datastore.get_connection() as conn:
+            return conn.execute("SELECT key_id, revoked, issued_at FROM engram_bot_keys WHERE company = %s AND bot = %s "
+                                "ORDER BY issued_at, key_id", (company, bot)).fetchall()
 
     def _directory(self, company: str, stamp: str | None, document: dict[str, Any] | None,
                    known: tuple[str, Directory] | None) -> Directory:

@@ -97,8 +97,9 @@ class Ledger:
     def access(self, caller: Caller) -> Access:
         """The access policy for this caller as the directory, revocations and pauses stand now; a
         revoked token or a suspended person goes no further (read in the same round trip)."""
-        standing = self.standings.standing(caller.company, caller.person, caller.token_id)
-        require_current(caller, standing.signed_out_before, standing.suspended, standing.ended)
+        standing = self.standings.standing(caller.company, caller.person, caller.token_id, caller.key_id, caller.bot)
+        require_current(caller, standing.signed_out_before, standing.suspended, standing.ended,
+                        key_standing=standing.key_ok and (caller.bot or "") in standing.directory.bots)
         return Access(caller, self.modes.mode(caller.company), standing.directory,
                       standing.revoked_sources, standing.learning_paused, standing.use_paused)
 

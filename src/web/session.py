@@ -32,8 +32,10 @@ from engram.api.dependencies import (
     token_secret,
 )
 from engram.api.identity import Unauthenticated
+from engram.domain.bot_keys import parse_key
 from engram.domain.errors import DomainError
 from engram.domain.scope import Caller
+from engram.service.settings import Settings
 
 SESSION_COOKIE = "engram_session"
 NONCE_COOKIE = "engram_csrf"
@@ -73,15 +75,22 @@ def _how(request: Request) -> tuple[str | None, str | None]:
     return (cookie, "cookie") if cookie else (None, None)
 
 
+def page_caller(request: Request, token: str, deployment: Settings) -> Caller:
+    """A person's token checked as the API checks it; the pages are for people, so a bot key is refused."""
+    if parse_key(token) is not None:
+        raise Unauthenticated("the pages are for people: sign in with a person's token, not a bot key")
+    return caller_of(request, token, deployment)
+
+
 async def signed_in(request: Request, deployment: Deployment) -> Caller:
     """The caller of a page in every rollout mode; `Unauthenticated` (the sign-in page) otherwise."""
     link = request.query_params.get(TOKEN_PARAMETER) if request.method == "GET" else None
     if link is not None:
-        linked = caller_of(request, link.strip(), deployment)  # an expired or forged link is not signed in
+        linked = page_caller(request, link.strip(), deployment)  # an expired or forged link is not signed in
         session = request.cookies.get(SESSION_COOKIE)
         if session and session != link.strip():
             try:
-                current: Caller | None = caller_of(request, session, deployment)
+                current: Caller | None = page_caller(request, session, deployment)
             except DomainError:  # no session that still works: nobody's to replace
                 current = None
             if current is not None and (current.company, current.person) != (linked.company, linked.person):
@@ -90,7 +99,7 @@ async def signed_in(request: Request, deployment: Deployment) -> Caller:
     token, how = _how(request)
     if token is None:
         raise Unauthenticated("sign in to see this page")
-    caller = caller_of(request, token, deployment)
+    caller = page_caller(request, token, deployment)
     request.state.web_caller, request.state.web_auth = caller, how
     return caller
 

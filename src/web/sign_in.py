@@ -8,13 +8,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from engram.api.dependencies import Credentials, Deployment, caller_of
+from engram.api.dependencies import Credentials, Deployment
 from engram.api.identity import Unauthenticated
 from engram.domain.errors import DomainError
 
 from .language import COOKIE_LIFETIME, LANGUAGE_COOKIE
 from .pages import HOME, NOT_VALID_TOKEN, PageRoute, redirect, sign_in_page
-from .session import SESSION_COOKIE, end_session, start_session
+from .session import SESSION_COOKIE, end_session, page_caller, start_session
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
 
@@ -35,7 +35,7 @@ def sign_in_form(request: Request, next: str | None = None) -> Response:
 def sign_in(request: Request, deployment: Deployment, token: Annotated[str, Form(max_length=8192)] = "",
             next: Annotated[str, Form(max_length=2048)] = HOME) -> Response:
     try:
-        caller_of(request, token.strip(), deployment)
+        page_caller(request, token.strip(), deployment)
     except Unauthenticated:
         return sign_in_page(request, message=NOT_VALID_TOKEN, next_path=local_path(next))
     response = redirect(request, local_path(next))
@@ -50,7 +50,7 @@ def sign_out(request: Request, deployment: Deployment, credentials: Credentials)
     session = request.cookies.get(SESSION_COOKIE)
     if session:
         try:
-            credentials.end_session(caller_of(request, session, deployment))
+            credentials.end_session(page_caller(request, session, deployment))
         except DomainError:  # not a working token already (expired, revoked, suspended): nothing to end
             pass
     response = redirect(request, "/sign-in", signed_out=1)

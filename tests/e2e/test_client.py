@@ -335,3 +335,25 @@ def test_a_whole_conversation_is_sent_as_messages(proxy: Proxy) -> None:
         assert engram.receipt("conv-0").attempts == 0
     assert proxy.seen[0][3] == {"messages": [
         {**m, "occurred_at": f"2026-11-02T09:0{n}:00+00:00"} for n, m in enumerate(messages)]}
+
+
+def test_a_bot_key_and_its_person_instead_of_a_token(serve: str) -> None:
+    admin = {"Authorization": f"Bearer {token(user='root', role='admin')}"}
+    directory = {"teams": {}, "sources": {}, "bots": {"b-notes": {"teams": [], "sources": []}}}
+    assert httpx.put(f"{serve}/v1/admin/directory", json=directory, headers=admin, timeout=30).status_code == 200
+    key = httpx.post(f"{serve}/v1/admin/bots/b-notes/keys", headers=admin, timeout=30).json()["key"]
+    who = "key-" + uuid.uuid4().hex[:8]
+    with Client(serve, api_key=key, person=who) as bot:
+        memory = bot.remember(text="I keep my notes in a paper diary", source=chat("m-k"))
+        assert isinstance(memory, MemoryOut)
+        assert [i.id for i in bot.recall(query="paper diary").items] == [memory.id]
+    with Client(serve, token(user=who)) as person_itself:  # the same person's memory
+        assert person_itself.memory(memory.id).text == "I keep my notes in a paper diary"
+    with pytest.raises(TypeError):
+        Client(serve, api_key=key)  # whom it acts for
+    with pytest.raises(TypeError):
+        Client(serve, token(), api_key=key, person=who)
+    forged_key = key[:-4] + ("AAAA" if not key.endswith("AAAA") else "BBBB")
+    with Client(serve, api_key=forged_key, person=who) as forged, pytest.raises(EngramError) as refused:
+        forged.settings()
+    assert (refused.value.status, refused.value.code) == (401, "key_revoked")

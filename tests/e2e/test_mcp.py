@@ -258,3 +258,27 @@ def test_stdio_without_a_token_or_a_service() -> None:
 
     text = run(over_stdio(Nowhere()), token(), steps)  # type: ignore[arg-type]
     assert text.startswith("unavailable: ") and Nowhere.url in text
+
+
+def test_stdio_with_a_bot_key_acts_for_the_person_it_names(serve: Serve) -> None:
+    admin = {"Authorization": f"Bearer {token(company='keys-co', user='root', role='admin')}"}
+    directory = {"teams": {}, "sources": {}, "bots": {"b-agent": {"teams": [], "sources": []}}}
+    assert httpx.put(f"{serve.url}/v1/admin/directory", json=directory, headers=admin, timeout=30).status_code == 200
+    key = httpx.post(f"{serve.url}/v1/admin/bots/b-agent/keys", headers=admin, timeout=30).json()["key"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+    params = StdioServerParameters(command=str(Path(sys.executable).parent / "engram"), args=["mcp"],
+                                   env={**env, "ENGRAM_URL": serve.url, "ENGRAM_API_KEY": key, "ENGRAM_PERSON": "kim"})
+
+    async def steps() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(params, client_info=AGENT) as client:
+            made = await call(client, "remember", text="I water the plants on Sundays")
+            return made, await call(client, "recall", query="plants")
+
+    made, recalled = anyio.run(steps)
+    assert [i["id"] for i in recalled["items"]] == [made["id"]]
+    kim = {"Authorization": f"Bearer {token(company='keys-co', user='kim')}"}
+    assert httpx.get(f"{serve.url}/v1/memories/{made['id']}", headers=kim, timeout=30).json()["text"] \
+        == "I water the plants on Sundays"  # kim's own memory, remembered by her bot
+    done = subprocess.run(ENGRAM + ["mcp"], env={**env, "ENGRAM_API_KEY": key}, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "ENGRAM_PERSON" in done.stderr and key not in done.stderr

@@ -240,6 +240,11 @@ def test_answers_are_the_service_documents(engram: Any, monkeypatch: pytest.Monk
         call("GET", "/v1/export", 200)
         call("GET", "/v1/export", 200, params={"format": "markdown"})
         call("GET", "/v1/admin/status", 200, admin)
+        key = call("POST", "/v1/admin/bots/{bot}/keys", 201, admin, bot="b-helper")
+        call("GET", "/v1/admin/bots/{bot}/keys", 200, admin, bot="b-helper")
+        bot_key = {"Authorization": f"Bearer {key['key']}", "X-Engram-Person": "alice"}
+        call("POST", "/v1/recall", 200, headers=bot_key, json={"query": "tea"})  # as her bot, with its key
+        call("DELETE", "/v1/admin/bots/{bot}/keys/{key_id}", 200, admin, bot="b-helper", key_id=key["key_id"])
         call("POST", "/v1/admin/people/{person}/suspend", 200, admin, person="carol")
         call("POST", "/v1/admin/people/{person}/resume", 200, admin, person="carol")
         call("POST", "/v1/admin/people/{person}/sign-out-everywhere", 200, admin, person="carol")

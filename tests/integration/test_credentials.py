@@ -127,7 +127,7 @@ def test_every_operation_refuses_a_revoked_token_and_a_suspended_person(client, 
     alice, root = auth(), auth(user="root", role="admin")
     memory = client.post("/v1/memories", json=remember_body("I like green tea"), headers=alice).json()["id"]
     ids = {"memory_id": memory, "forget_id": "fg-0", "insight_id": "in-0", "receipt_id": "r-0",
-           "source_id": "chat-42", "person": "bob"}
+           "source_id": "chat-42", "person": "bob", "bot": "b-helper", "key_id": "0000000000000000"}
     if refusal == "revoked":
         client.post("/v1/me/sign-out-everywhere", headers=alice)
         client.post("/v1/me/sign-out-everywhere", headers=root)

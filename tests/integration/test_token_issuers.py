@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from pydantic import ValidationError
 
 from engram.service.settings import Settings, describe
+
 from tests.support.helpers import SECRET, auth, remember_body
 
 PLATFORM = ed25519.Ed25519PrivateKey.generate()
@@ -104,8 +105,7 @@ def test_a_bad_issuer_stops_start_up_naming_the_variable(monkeypatch: pytest.Mon
         Settings()
     assert describe(bad.value).startswith("ENGRAM_TOKEN_ISSUERS") and says in describe(bad.value)
     weak = rsa.generate_private_key(public_exponent=65537, key_size=1024)
-    monkeypatch.setenv("ENGRAM_TOKEN_ISSUERS", '{"x": {"public_key": "%s", "roles": ["user"]}}'
-                       % _pem(weak).replace("\n", "\\n"))
+    monkeypatch.setenv("ENGRAM_TOKEN_ISSUERS", json.dumps({"x": {"public_key": _pem(weak), "roles": ["user"]}}))
     with pytest.raises(ValidationError) as short:
         Settings()
     assert "2048 bits" in describe(short.value)

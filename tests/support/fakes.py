@@ -120,7 +120,8 @@ class FakeStandings:
         self.pauses: dict[tuple[str, str], tuple[bool, bool]] = {}  # -> (learning_paused, use_paused)
         self._owners: dict[UUID, tuple[str, ...]] = {}
 
-    def standing(self, company: str, person: str, token_id: str | None = None) -> Standing:
+    def standing(self, company: str, person: str, token_id: str | None = None, key_id: str | None = None,
+                 bot: str | None = None) -> Standing:
         learning, use = self.pauses.get((company, person), (False, False))
         return Standing(directory=Directory.from_document(self.directories.get(company, dict(EMPTY_DIRECTORY))),
                         revoked_sources=frozenset(self.revoked.get((company, ""), set())

@@ -2,9 +2,9 @@
 
 from fastapi import APIRouter
 
-from . import candidates, forgets, governance, health, insights, memories, operations, recall, receipts
+from . import bot_keys, candidates, forgets, governance, health, insights, memories, operations, recall, receipts
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router, memories.router, forgets.router, candidates.router, insights.router, recall.router, receipts.router,
-    operations.router, governance.router,
+    operations.router, governance.router, bot_keys.router,
 )
