@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS engram_inbox (
     cleared boolean NOT NULL DEFAULT false
 );
 CREATE INDEX IF NOT EXISTS engram_inbox_queue ON engram_inbox (received_at) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS engram_inbox_turns ON engram_inbox (company, person, received_at) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS engram_inbox_retention ON engram_inbox (processed_at) WHERE NOT cleared;
 CREATE INDEX IF NOT EXISTS engram_inbox_candidates ON engram_inbox USING gin (candidate_ids);
 CREATE TABLE IF NOT EXISTS engram_capture_stops (
@@ -144,23 +145,36 @@ class InboxQueries:
             return conn.execute("SELECT * FROM engram_inbox WHERE receipt_uuid = %s", (receipt_uuid,)).fetchone()
 
     def claim(self, now: datetime, lease_until: datetime, limit: int) -> list[UUID]:
-        """Take up to `limit` queued receipts whose lease lapsed (a crashed worker's) or never existed."""
+        """Take up to `limit` queued receipts whose lease lapsed (a crashed worker's) or never existed,
+        in turns: each person's oldest first, then each one's second oldest, and so on, so one person's
+        batch of a hundred waits behind nobody else's first (ADR 0058)."""
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(
-                "SELECT i.receipt_uuid FROM engram_inbox i "
-                "LEFT JOIN engram_inbox_leases l USING (receipt_uuid) "
-                f"WHERE i.state = '{QUEUED}' AND (l.receipt_uuid IS NULL OR ("
-                " (l.lease_until IS NULL OR l.lease_until < %(now)s) AND (l.not_before IS NULL OR l.not_before <= %(now)s))) "
-                "ORDER BY i.received_at LIMIT %(limit)s FOR UPDATE OF i SKIP LOCKED",
+                "SELECT i.receipt_uuid FROM engram_inbox i JOIN ("
+                " SELECT q.receipt_uuid, q.received_at, q.ctid AS place, "  # ties: as stored, as the index had them
+                "  row_number() OVER (PARTITION BY q.company, q.person ORDER BY q.received_at, q.ctid) AS turn "
+                " FROM engram_inbox q LEFT JOIN engram_inbox_leases l USING (receipt_uuid) "
+                f" WHERE q.state = '{QUEUED}' AND (l.receipt_uuid IS NULL OR ("
+                "  (l.lease_until IS NULL OR l.lease_until < %(now)s) AND (l.not_before IS NULL OR l.not_before <= %(now)s)))"
+                ") c USING (receipt_uuid) "
+                # locked as taken: a worker beside this one skips these and takes the next turns
+                "ORDER BY c.turn, c.received_at, c.place LIMIT %(limit)s FOR UPDATE OF i SKIP LOCKED",
                 {"now": now, "limit": limit},
             )
-            ids = [r["receipt_uuid"] for r in curs.fetchall()]
-            for rid in ids:
+            ids = []
+            for row in curs.fetchall():
+                # the lease decides: a worker whose choice was made before another's claim committed
+                # finds that lease here (its insert waits for it) and leaves the receipt to it
                 curs.execute(
-                    "INSERT INTO engram_inbox_leases (receipt_uuid, lease_until) VALUES (%s, %s) "
-                    "ON CONFLICT (receipt_uuid) DO UPDATE SET lease_until = EXCLUDED.lease_until",
-                    (rid, lease_until),
+                    "INSERT INTO engram_inbox_leases AS l (receipt_uuid, lease_until) VALUES (%(r)s, %(until)s) "
+                    "ON CONFLICT (receipt_uuid) DO UPDATE SET lease_until = EXCLUDED.lease_until "
+                    "WHERE (l.lease_until IS NULL OR l.lease_until < %(now)s) "
+                    "AND (l.not_before IS NULL OR l.not_before <= %(now)s) "
+                    "RETURNING receipt_uuid",
+                    {"r": row["receipt_uuid"], "until": lease_until, "now": now},
                 )
+                if curs.fetchone() is not None:
+                    ids.append(row["receipt_uuid"])
         return ids
 
     def attempts(self, receipt_uuid: UUID) -> int:

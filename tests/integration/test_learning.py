@@ -453,3 +453,20 @@ def test_a_batch_that_loses_a_race_for_one_receipt_still_stores_every_other(engr
         engram.ledger.get_many = looked_up
     assert [i.receipt_id for i in answer.items] == ["r-1", "r-2", "r-3"]
     assert [learning.status(who, r).state for r in ("r-1", "r-2", "r-3")] == ["queued"] * 3
+
+
+def test_the_queue_takes_turns_across_people_and_companies(make) -> None:
+    """One person's batch of a hundred does not make a colleague's, or another company's, one message wait."""
+    system, client, _ = make()
+    batch = [receipt(f"a-{i}", f"I prefer meeting room {i} on Mondays.") for i in range(100)]
+    assert client.post("/v1/receipts", json={"messages": batch}, headers=auth()).status_code == 202
+    assert client.post("/v1/receipts", json=receipt("b-1", "I prefer tea."), headers=auth(user="bob")).status_code == 202
+    assert client.post("/v1/receipts", json=receipt("c-1", "I prefer coffee."),
+                       headers=auth(company="beta", user="carol")).status_code == 202
+    inbox = system.learning.inbox
+    now = datetime.now(UTC)
+    first = inbox.claim(now, now + timedelta(minutes=5), 3)
+    claimed = {(r["person"], r["receipt_id"]) for r in (inbox.get(u) for u in first) if r is not None}
+    assert claimed == {("alice", "a-0"), ("bob", "b-1"), ("carol", "c-1")}, claimed  # each one's oldest, in turns
+    second = inbox.claim(now, now + timedelta(minutes=5), 2)
+    assert [inbox.get(u)["receipt_id"] for u in second] == ["a-1", "a-2"]  # then alice's, oldest first
