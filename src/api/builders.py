@@ -49,6 +49,7 @@ from engram.service.credentials import CredentialsService
 from engram.service.embedding import EmbeddingWorker
 from engram.service.forgetting import ForgettingService, Pace
 from engram.service.governance import GovernanceService
+from engram.service.heavy import HeavyReads
 from engram.service.hindsight_sync import HindsightSyncer
 from engram.service.importer import MemoryImporter
 from engram.service.insights import InsightService
@@ -248,13 +249,15 @@ def services(settings: Settings, database: Database, write: WriteSide, *, clock:
         meaning.warm()
         embedding = EmbeddingWorker(vectors, store.keys, embedder, ledger.clock, warm=meaning.warm)
     queries = RecallQueries(datastore)
+    heavy = HeavyReads(settings.heavy_reads)  # exports and large recalls: a few at once, one a person
     probe = SensitiveProbe(packaged).ordinary if packaged is not None and settings.sensitive_probe == "on" else None
     memories = MemoryService(ledger, queries, index, purge, policy=ContentRules(probe),
                              max_text_bytes=settings.max_text_bytes,
                              candidate_ttl=timedelta(days=settings.candidate_ttl_days),
                              links=MemoryLinks(ledger, LinkQueries(datastore)), remember_key=root.remember_key,
                              relations=Relations(ledger.keys, queries, index, ledger.clock, meaning,
-                                                 judge=relation_judge(settings, budget, ledger.clock, packaged)))
+                                                 judge=relation_judge(settings, budget, ledger.clock, packaged)),
+                             heavy=heavy)
     extractor = (OpenAIExtractor(settings.llm_base_url, settings.llm_model, settings.llm_api_key)
                  if settings.llm_base_url else RuleExtractor())
     learning = LearningService(memories, InboxQueries(datastore), budget, extractor, LearningRules(
@@ -279,7 +282,7 @@ def services(settings: Settings, database: Database, write: WriteSide, *, clock:
                               max_text_bytes=settings.max_text_bytes)
     recall = RecallService(ledger, queries, index, semantic, max_text_bytes=settings.max_text_bytes,
                            insights=insights, hint_weight=settings.hindsight_weight, meaning=meaning,
-                           floor=settings.recall_floor)
+                           floor=settings.recall_floor, heavy=heavy)
     forgetting = ForgettingService(memories, AccountForgets(datastore, purge), queries,
                                    request=Pace(settings.forget_request_members, 2.0))
     operations = Operations(ledger, projections, learning, write.fence, settings, syncer, purge, insights.queries,

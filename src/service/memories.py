@@ -28,6 +28,7 @@ from engram.domain.scope import Caller, Scope
 from engram.domain.text import validate_text
 from engram.domain.when import change_day
 
+from .heavy import HeavyReads
 from .ledger import Ledger
 from .links import MemoryLinks
 from .memory_reads import MemoryReads, parse_uuid
@@ -46,7 +47,7 @@ class MemoryService(MemoryReads):
     def __init__(self, ledger: Ledger, queries: MemoryQueries, index: BlindIndex, purge: PurgeReports, *,
                  policy: ContentPolicy, remember_key: Callable[[str], bytes], max_text_bytes: int = 8192,
                  candidate_ttl: timedelta = timedelta(days=30), links: MemoryLinks | None = None,
-                 relations: Relations | None = None) -> None:
+                 relations: Relations | None = None, heavy: HeavyReads | None = None) -> None:
         """`policy` decides what is sensitive or secret; `remember_key(company)` keys the fingerprints
         that recognise a repeated remember (the derivation root's)."""
         self.ledger = ledger
@@ -61,6 +62,7 @@ class MemoryService(MemoryReads):
         self.remember_key = remember_key
         self.links = links
         self.relations = relations  # duplicates folded, updates offered (ADR 0041); None: every text is new
+        self.heavy = heavy  # exports share it with large recalls
 
     # -- plumbing ------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from engram.domain.scope import Caller
 from engram.domain.text import validate_text
 
 from .cursors import decode_cursor, encode_cursor
+from .heavy import HeavyReads
 from .ledger import Ledger
 from .links import MemoryLinks
 from .ports import Keys, MemoryQueries, PurgeReports
@@ -41,6 +42,7 @@ class MemoryReads:
     purge: PurgeReports
     links: MemoryLinks | None
     max_text_bytes: int
+    heavy: HeavyReads | None
 
     def _load(self, access: Access, memory_id: str) -> Memory:
         """A memory the caller may use; anything else is indistinguishable from absent."""
@@ -137,7 +139,13 @@ class MemoryReads:
 
     def export(self, caller: Caller, insights: InsightList) -> ExportOut:
         """Every memory the person holds with its history and the revision that answers now, and
-        `insights` (the insights service's list for them)."""
+        `insights` (the insights service's list for them). A heavy read (`service.heavy`)."""
+        if self.heavy is None:
+            return self._export(caller, insights)
+        with self.heavy.slot(caller):
+            return self._export(caller, insights)
+
+    def _export(self, caller: Caller, insights: InsightList) -> ExportOut:
         items: list[dict[str, Any]] = []
         cursor = None
         while True:

@@ -28,6 +28,7 @@ from engram.domain.text import validate_text
 from engram.domain.when import days_named
 from engram.projections.recall_queries import RecallQueries
 
+from .heavy import LARGE_RECALL, HeavyReads
 from .insights import InsightService
 from .ledger import Ledger
 from .ports import MeaningIndex, Nearness, SemanticIndex
@@ -117,8 +118,10 @@ class RecallService:
     def __init__(self, ledger: Ledger, queries: RecallQueries, index: BlindIndex,
                  semantic: SemanticIndex | None = None, *, max_text_bytes: int = 8192,
                  insights: InsightService | None = None, hint_weight: float = HINT_WEIGHT,
-                 meaning: MeaningIndex | None = None, floor: float = Fusion.floor) -> None:
+                 meaning: MeaningIndex | None = None, floor: float = Fusion.floor,
+                 heavy: HeavyReads | None = None) -> None:
         self.ledger = ledger
+        self.heavy = heavy
         self.meaning = meaning
         self.fusion = Fusion(hindsight=hint_weight, floor=floor)
         self.queries = queries
@@ -132,7 +135,15 @@ class RecallService:
 
     def recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int,
                tags: list[str] | None = None) -> RecallOut:
-        """`tags`: only memories holding all of them (insights have none, so none is recalled then)."""
+        """`tags`: only memories holding all of them (insights have none, so none is recalled then). More
+        than `LARGE_RECALL` items is a heavy read: one at a time per person, in a few shared slots."""
+        if limit > LARGE_RECALL and self.heavy is not None:
+            with self.heavy.slot(caller):
+                return self._recall(caller, query=query, as_of=as_of, max_bytes=max_bytes, limit=limit, tags=tags)
+        return self._recall(caller, query=query, as_of=as_of, max_bytes=max_bytes, limit=limit, tags=tags)
+
+    def _recall(self, caller: Caller, *, query: str, as_of: datetime | None, max_bytes: int, limit: int,
+                tags: list[str] | None) -> RecallOut:
         self.recalls += 1
         validate_text(query, self.max_text_bytes, allow_empty=True)
         check_instant(as_of, "as_of")

@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     # requests a second per person and per company, bursts of twice that (ADR 0058); 0: no limit
     rate_person: Annotated[int, Field(ge=0)] = 0
     rate_company: Annotated[int, Field(ge=0)] = 0
+    # exports and recalls of more than 50 items running at once in a process, one at a time per person
+    heavy_reads: Annotated[int, Field(ge=1, le=64)] = 2
     candidate_ttl_days: Seconds = 30
     # a forget reaches every backup within this many days (ADR 0016): more is refused at start-up
     backup_retention_days: Seconds = MAX_BACKUP_RETENTION_DAYS
@@ -185,8 +187,9 @@ class Settings(BaseSettings):
                              f"{MAX_BACKUP_RETENTION_DAYS} days, so no backup may be kept longer")
         return value
 
-    @field_validator("daily_tokens", "daily_calls", "person_daily_tokens", "person_daily_calls", "rate_person", "rate_company",
-                     "max_text_bytes", "kafka_partitions", "db_pool_size", "forget_request_members", mode="before")
+    @field_validator("daily_tokens", "daily_calls", "person_daily_tokens", "person_daily_calls", "rate_person",
+                     "rate_company", "heavy_reads", "max_text_bytes", "kafka_partitions", "db_pool_size",
+                     "forget_request_members", mode="before")
     @classmethod
     def _whole(cls, value: object) -> object:
         """Counts may be written like 2.5e5, as they always could; a fraction of one is refused."""

@@ -14,7 +14,7 @@ from tests.support.helpers import auth
 
 @pytest.fixture
 def settings(settings: Any) -> Any:
-    return settings.replace(rate_person=5, rate_company=12)  # bursts of 10 and 24
+    return settings.replace(rate_person=5, rate_company=12, heavy_reads=1)  # bursts of 10 and 24; one slot
 
 
 def test_a_person_past_their_rate_waits_and_a_colleague_does_not(client) -> None:
@@ -46,3 +46,36 @@ def test_a_request_without_a_valid_token_is_refused_before_it_counts(client) -> 
     for _ in range(30):
         assert client.get("/v1/settings", headers={"Authorization": "Bearer nonsense"}).status_code == 401
     assert client.get("/v1/settings", headers=auth()).status_code == 200
+
+
+def test_heavy_reads_go_one_at_a_time_per_person_in_a_few_slots(engram, client) -> None:
+    """While alice's export runs: her second export is refused at once, bob's large recall waits for
+    the slot, and bob's ordinary recall is not held up at all."""
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+    export = engram.memories._export
+
+    def slow_export(*args: Any, **kwargs: Any) -> Any:
+        inside.set()
+        assert release.wait(30)
+        return export(*args, **kwargs)
+
+    engram.memories._export = slow_export
+    alice, bob = auth(), auth(user="bob")
+    answers: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: answers.update(first=client.get("/v1/export", headers=alice)))
+    first.start()
+    assert inside.wait(30)
+    second = client.get("/v1/export", headers=alice)
+    assert second.status_code == 429 and second.json()["code"] == "rate_limited" and second.headers["Retry-After"]
+    assert client.post("/v1/recall", json={"query": "tea"}, headers=bob).status_code == 200  # ordinary: not held
+    large = threading.Thread(target=lambda: answers.update(large=client.post(
+        "/v1/recall", json={"query": "tea", "limit": 200}, headers=bob)))
+    large.start()
+    time.sleep(0.5)
+    assert "large" not in answers  # waits for the one slot
+    release.set()
+    first.join(30)
+    large.join(30)
+    assert answers["first"].status_code == 200 and answers["large"].status_code == 200
