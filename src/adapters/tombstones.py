@@ -199,13 +199,15 @@ class Fence:
     reads every place before it changes anything.
     """
 
-    def __init__(self, journal: Journal, outbox: TombstoneOutbox | None = None) -> None:
+    def __init__(self, journal: Journal, outbox: TombstoneOutbox | None = None, *,
+                 on_commit: Callable[[], None] = lambda: None) -> None:
+        """`on_commit`: called after each commit of tombstones (the publisher's wake-up)."""
         self.journal = journal
         self.outbox = outbox
         self._ids: set[str] = set()
         self._lock = threading.Lock()
         self.loaded = threading.Event()
-        self.on_commit: Callable[[], None] = lambda: None  # the publisher's wake-up
+        self.on_commit = on_commit
         if outbox is not None:
             self.attach(outbox)
         try:
@@ -279,10 +281,11 @@ class TombstonePublisher:
     Several processes may publish the same tombstone; the journal keeps it once per key."""
 
     def __init__(self, outbox: TombstoneOutbox, journal: Journal, clock: Any, *, interval: float = 5.0,
-                 reconcile_every: float = 300.0) -> None:
+                 reconcile_every: float = 300.0, wake: threading.Event | None = None) -> None:
+        """`wake`: set after each commit of tombstones (by the fence built before this), to publish soon."""
         self.outbox, self.journal, self.clock = outbox, journal, clock
         self.interval, self.reconcile_every = interval, reconcile_every
-        self._wake = threading.Event()
+        self._wake = wake if wake is not None else threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._one_at_a_time = threading.Lock()  # the thread and a caller would publish the same rows

@@ -108,8 +108,7 @@ class Engram:
         write = write_side(settings, database, embedded, fenced=fenced)
         built = services(settings, database, write, clock=clock, fenced=fenced, opener=Engram.open)
         assert write.store.outbox is not None
-        publisher = TombstonePublisher(write.store.outbox, write.journal, built.ledger.clock)
-        write.fence.on_commit = publisher.kick  # the fence, built before the store, learns whom to wake
+        publisher = TombstonePublisher(write.store.outbox, write.journal, built.ledger.clock, wake=write.published)
         engram = cls(settings, database, write.masters.current, write.store, write.projections, built.runner,
                      built.ledger, built.memories, built.recall, built.governance, built.learning,
                      built.operations, built.forgetting, publisher, built.importer, built.backups, built.insights,

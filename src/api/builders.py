@@ -5,6 +5,7 @@ background loops. Each builds its part whole and hands it on; none changes what 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -134,6 +135,7 @@ class WriteSide:
     purge: PurgeTracker
     catalog: BackupCatalog
     projections: dict[str, ViewProjection]
+    published: threading.Event  # set by the fence after each commit of tombstones: the publisher's wake-up
 
 
 def write_side(settings: Settings, database: Database, embedded: EmbeddedPostgres | None, *,
@@ -143,7 +145,8 @@ def write_side(settings: Settings, database: Database, embedded: EmbeddedPostgre
     masters = master_keys(settings)
     journal: Journal = (KafkaJournal(settings.kafka_bootstrap, settings.kafka_partitions) if settings.kafka_bootstrap
                         else FileJournal.beside_data(settings.journal_dir, settings.data_dir))
-    fence = Fence(journal)
+    published = threading.Event()
+    fence = Fence(journal, on_commit=published.set)
     copies = (*ALWAYS, *((HINDSIGHT,) if settings.hindsight_url else ()),
               *((KAFKA,) if settings.kafka_bootstrap else ()))
     catalog = catalog_of(settings)  # beside the journal: a restore cannot roll it back
@@ -170,7 +173,7 @@ def write_side(settings: Settings, database: Database, embedded: EmbeddedPostgre
     if unfenced:
         abandon(store, journal, embedded)
         raise FenceRequired(len(unfenced))
-    return WriteSide(masters, journal, fence, store, root, index, purge, catalog, projections)
+    return WriteSide(masters, journal, fence, store, root, index, purge, catalog, projections, published)
 
 
 def views(settings: Settings, store: EventStore, index: BlindIndex,
