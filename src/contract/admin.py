@@ -109,10 +109,14 @@ class BotKeyOut(BaseModel):
 
 
 class BotKeyList(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.BOT_KEYS))
+
     items: list[BotKeyOut]
 
 
 class BotKeyRevoked(BaseModel):
+    model_config = ConfigDict(json_schema_extra=extra(examples.BOT_KEY_REVOKED))
+
     key_id: str
     bot: str
     revoked: bool

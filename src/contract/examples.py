@@ -108,6 +108,8 @@ EXPORT = {"exported_at": "2026-11-30T06:00:00Z", "company": "acme", "person": "a
           "memories": [{**MEMORY, "history": HISTORY["events"][:1],
                         "answer": {"revision": 1, "text": TEXT, "valid_from": AT, "valid_to": None}}],
           "insights": [INSIGHT]}
+BOT_KEYS = {"items": [{"key_id": "3f9a1c0b7d2e4a61", "revoked": False, "issued_at": AT}]}
+BOT_KEY_REVOKED = {"key_id": "3f9a1c0b7d2e4a61", "bot": "b-helper", "revoked": True}
 BOT_KEY = {"key_id": "3f9a1c0b7d2e4a61", "key": "ek_3f9a1c0b7d2e4a61_" + "x" * 43, "bot": "b-helper"}
 PERSON_CREDENTIALS = {"person": "alice", "signed_out_before": 1798761600, "suspended": False}
 HEALTH = {"status": "ok"}

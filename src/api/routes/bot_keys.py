@@ -25,7 +25,7 @@ def issue_key(bot: PathId, who: Admin, keys: BotKeys) -> Any:
 
 
 @router.get("/v1/admin/bots/{bot}/keys", summary="List a bot's keys", response_model=BotKeyList,
-            responses=answers(None, 403))
+            responses=answers(None, 403, 404))
 def list_keys(bot: PathId, who: Admin, keys: BotKeys) -> Any:
     """Each key's id, when it was issued and whether it was revoked; never a key."""
     return keys.list_keys(who, bot)
