@@ -13,6 +13,7 @@ from engram.domain.errors import DomainError
 from engram.domain.scope import Caller
 
 LARGE_RECALL = 50  # items: a recall asking for more is a heavy read
+WAITING = 8  # a person's heavy reads holding a worker thread at once (running or waiting); more: 429 at once
 
 
 class HeavyReadBusy(DomainError):
@@ -47,6 +48,9 @@ class HeavyReads:
         person = (caller.company, caller.person)
         with self._lock:
             turn = self._turns.setdefault(person, _Turn())
+            if turn.holders >= WAITING:  # the waiting would hold the worker threads everyone shares
+                raise HeavyReadBusy(f"{WAITING} exports and large recalls of this person are running or waiting "
+                                    "already: retry when they are done")
             turn.holders += 1
         try:
             if not turn.lock.acquire(timeout=self.wait):
