@@ -25,7 +25,7 @@ install: $(BIN)/engram
 $(HINDSIGHT):
 	$(PY) -m venv .venv-hindsight
 	.venv-hindsight/bin/pip install --quiet --upgrade pip
-	.venv-hindsight/bin/pip install --quiet hindsight-api-slim==1.1.0 hindsight-client==1.1.0
+	.venv-hindsight/bin/pip install --quiet -c deploy/hindsight-constraints.txt hindsight-api-slim==1.1.0 hindsight-client==1.1.0
 
 hindsight: $(HINDSIGHT)
 
