@@ -93,12 +93,19 @@ def _issued_claims(pem: str, issuer: str, token: str) -> dict[str, Any]:
                       options={"require": [*REQUIRED, "iss"], "verify_exp": False})
 
 
-def _claims(secret: str, token: str, issuers: Mapping[str, Any]) -> dict[str, Any]:
-    """The verified claims: by the issuer the token names (ENGRAM_TOKEN_ISSUERS), else by the secret."""
+@lru_cache(maxsize=4096)
+def _named_issuer(token: str) -> object:
+    """The `iss` a token names, unverified (it only chooses the key that verifies it): read once per
+    token, as the verification is, not at every request."""
     try:
-        named = jwt.decode(token, options={"verify_signature": False}).get("iss")
+        return jwt.decode(token, options={"verify_signature": False}).get("iss")
     except jwt.PyJWTError:
         raise InvalidToken("the token could not be read as a signed JWT") from None
+
+
+def _claims(secret: str, token: str, issuers: Mapping[str, Any]) -> dict[str, Any]:
+    """The verified claims: by the issuer the token names (ENGRAM_TOKEN_ISSUERS), else by the secret."""
+    named = _named_issuer(token)
     if named is None:
         try:
             return _verified_claims(secret, token)

@@ -17,16 +17,8 @@ from limits import RateLimitItem, RateLimitItemPerSecond
 from limits.storage import MemoryStorage
 from limits.strategies import SlidingWindowCounterRateLimiter
 
-from engram.domain.errors import DomainError
+from engram.domain.errors import RateLimited
 from engram.domain.scope import Caller
-
-
-class RateLimited(DomainError):
-    code, status, title = "rate_limited", 429, "Too many requests"
-
-    def __init__(self, detail: str, retry_after: int) -> None:
-        super().__init__(detail)
-        self.retry_after = retry_after
 
 
 def _window(per_second: int) -> RateLimitItem | None:

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from engram.adapters.availability import RETRY_AFTER_SECONDS, UNAVAILABLE_ERRORS, DatabaseUnavailable
-from engram.domain.errors import DomainError
+from engram.domain.errors import DomainError, RateLimited
 
 log = logging.getLogger("engram.api")
 
@@ -31,9 +31,8 @@ def problem(status: int, code: str, title: str, detail: str, **extra: Any) -> JS
 def of(exc: DomainError) -> JSONResponse:
     """A refusal as its problem: a 401 with its `reason`, a rate limit with its `Retry-After`."""
     response = problem(exc.status, exc.code, exc.title, exc.detail, **({"reason": exc.reason} if exc.reason else {}))
-    retry_after = getattr(exc, "retry_after", None)  # when to try again, in seconds
-    if retry_after is not None:
-        response.headers["Retry-After"] = str(retry_after)
+    if isinstance(exc, RateLimited):  # when to try again, in seconds
+        response.headers["Retry-After"] = str(exc.retry_after)
     return response
 
 

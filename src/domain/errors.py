@@ -28,6 +28,16 @@ class TokenRevoked(DomainError):
     code, status, title, reason = "token_revoked", 401, "Token revoked", "revoked"
 
 
+class RateLimited(DomainError):
+    """Too many requests, or heavy reads, for now: try again after `retry_after` seconds."""
+
+    code, status, title = "rate_limited", 429, "Too many requests"
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
 class KeyRevoked(DomainError):
     """A bot key revoked by an admin, or of a bot the company's directory no longer registers."""
 

@@ -9,19 +9,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from engram.domain.errors import DomainError
+from engram.domain.errors import RateLimited
 from engram.domain.scope import Caller
 
 LARGE_RECALL = 50  # items: a recall asking for more is a heavy read
 WAITING = 8  # a person's heavy reads holding a worker thread at once (running or waiting); more: 429 at once
 
 
-class HeavyReadBusy(DomainError):
-    code, status, title = "rate_limited", 429, "Too many requests"
-
+class HeavyReadBusy(RateLimited):
     def __init__(self, detail: str, retry_after: int = 2) -> None:
-        super().__init__(detail)
-        self.retry_after = retry_after
+        super().__init__(detail, retry_after)
 
 
 class _Turn:
