@@ -12,7 +12,9 @@ import importlib.util
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from engram.domain.backup import BackupRecord, BackupsCopy, backups_copy
+from engram.domain.backup import RETENTION, UNFINISHED, BackupRecord, BackupsCopy, backups_copy
 
 from .database import Database
 from .jsonl import JsonLines
@@ -32,6 +34,9 @@ FILES = (DUMP, TOMBSTONES, MANIFEST)
 
 # Held (shared) by every `engram serve`, relay and worker on its database; a restore needs it alone.
 SERVING_LOCK = 727275
+# Held by `engram backup` while it takes one (class, crc32 of its id): free while the catalog still
+# says it is being taken means its taker died, and the sweeper deletes what it left.
+BACKUP_LOCK = 727276
 
 
 class BackupCatalog:
@@ -40,35 +45,68 @@ class BackupCatalog:
     def __init__(self, path: Path, retention: timedelta) -> None:
         self.path, self.retention = path, retention
         self._lines = JsonLines(path)
+        # forgets whose `backups` copy was answered purged: kept here too, so a restore cannot undo it
+        self._settled = JsonLines(path.with_name(path.stem + "-settled.jsonl"))
 
     def _append(self, entry: dict[str, Any]) -> None:
         self._lines.append(entry)
 
+    def started(self, backup_id: str, path: str, at: datetime, snapshot_at: datetime) -> None:
+        """Before the dump begins. `snapshot_at`: the database's clock, read before this entry was written."""
+        self._append({"event": "started", "id": backup_id, "path": path, "taken_at": at.isoformat(),
+                      "snapshot_at": snapshot_at.isoformat()})
+
     def taken(self, record: BackupRecord) -> None:
         self._append({"event": "taken", "id": record.id, "taken_at": record.taken_at.isoformat(),
-                      "path": record.path, "size": record.size, "schema_version": record.schema_version})
+                      "path": record.path, "size": record.size, "schema_version": record.schema_version,
+                      **({"snapshot_at": record.snapshot_at.isoformat()} if record.snapshot_at else {})})
 
-    def deleted(self, backup_id: str, at: datetime) -> None:
-        self._append({"event": "deleted", "id": backup_id, "deleted_at": at.isoformat()})
+    def failed(self, backup_id: str, at: datetime) -> None:
+        """A backup that did not finish, its files deleted: it holds nothing."""
+        self.deleted(backup_id, at, UNFINISHED)
+
+    def deleted(self, backup_id: str, at: datetime, by: str = RETENTION) -> None:
+        self._append({"event": "deleted", "id": backup_id, "deleted_at": at.isoformat(),
+                      **({"by": by} if by != RETENTION else {})})
 
     def records(self) -> list[BackupRecord]:
+        """Every backup started, finished or not, with its deletion if any (entries before ADR 0060 have
+        no `started` entry and no `snapshot_at`)."""
         found: dict[str, BackupRecord] = {}
         for entry in self._lines.read():
-            if entry.get("event") == "taken":
-                found[entry["id"]] = BackupRecord(entry["id"], datetime.fromisoformat(entry["taken_at"]),
-                                                  entry["path"], int(entry["size"]), int(entry["schema_version"]))
-            elif entry.get("event") == "deleted" and entry["id"] in found and found[entry["id"]].deleted_at is None:
-                r = found[entry["id"]]
-                found[r.id] = BackupRecord(r.id, r.taken_at, r.path, r.size, r.schema_version,
-                                           datetime.fromisoformat(entry["deleted_at"]))
+            event, backup_id = entry.get("event"), str(entry.get("id"))
+            if event == "started":
+                found[backup_id] = BackupRecord(backup_id, datetime.fromisoformat(entry["taken_at"]), entry["path"],
+                                                0, 0, snapshot_at=datetime.fromisoformat(entry["snapshot_at"]),
+                                                finished=False)
+            elif event == "taken":
+                snapshot = entry.get("snapshot_at")
+                found[backup_id] = BackupRecord(backup_id, datetime.fromisoformat(entry["taken_at"]), entry["path"],
+                                                int(entry["size"]), int(entry["schema_version"]),
+                                                snapshot_at=datetime.fromisoformat(snapshot) if snapshot else None)
+            elif event == "deleted" and backup_id in found and found[backup_id].deleted_at is None:
+                found[backup_id] = replace(found[backup_id], deleted_at=datetime.fromisoformat(entry["deleted_at"]),
+                                           deleted_by=entry.get("by", RETENTION))
         return list(found.values())
 
-    def find(self, backup_id: str) -> BackupRecord | None:
-        return next((r for r in self.records() if r.id == backup_id), None)
+    def unfinished(self) -> list[BackupRecord]:
+        return [r for r in self.records() if not r.finished and r.deleted_at is None]
 
-    def copy_state(self, requested_at: datetime) -> BackupsCopy:
-        """The `backups` copy of a forget requested at `requested_at`, from the catalog as it is now."""
-        return backups_copy(self.records(), requested_at, self.retention)
+    def find(self, backup_id: str) -> BackupRecord | None:
+        """A finished backup (one still being taken, or never finished, is not restorable)."""
+        return next((r for r in self.records() if r.id == backup_id and r.finished), None)
+
+    def settle(self, forget_id: str, copy: BackupsCopy) -> None:
+        self._settled.append({"forget_id": forget_id, "evidence": copy.evidence,
+                              "purged_at": copy.purged_at.isoformat() if copy.purged_at else None})
+
+    def settled(self) -> list[dict[str, Any]]:
+        return self._settled.read()
+
+    def copy_state(self, requested_at: datetime, committed_by: datetime | None = None) -> BackupsCopy:
+        """The `backups` copy of a forget requested at `requested_at` and seen committed at `committed_by`
+        (the database's clock), from the catalog as it is now."""
+        return backups_copy(self.records(), requested_at, self.retention, committed_by)
 
 
 def pg_program(name: str) -> str:
@@ -132,6 +170,34 @@ def serving(conninfo: str, also: Sequence[tuple[int, int]] = ()) -> Iterator[Non
         yield
     finally:
         conn.close()  # never raises, also after the database went away meanwhile (the lock went with it)
+
+
+def _backup_lock(backup_id: str) -> tuple[int, int]:
+    return BACKUP_LOCK, zlib.crc32(backup_id.encode()) - 2**31
+
+
+@contextlib.contextmanager
+def taking(conninfo: str, backup_id: str) -> Iterator[Callable[[], datetime]]:
+    """Hold this backup's lock while the block runs; yields a reader of the database's clock."""
+    conn = psycopg.connect(conninfo, autocommit=True)
+    try:
+        conn.execute("SELECT pg_advisory_lock(%s, %s)", _backup_lock(backup_id))
+
+        def database_now() -> datetime:
+            row = conn.execute("SELECT clock_timestamp()").fetchone()
+            assert row is not None
+            return row[0]
+
+        yield database_now
+    finally:
+        conn.close()
+
+
+def taker_alive(conninfo: str, backup_id: str) -> bool:
+    """Whether some process still holds this backup's lock (the lock goes with this connection)."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", _backup_lock(backup_id)).fetchone()
+        return not (row and row[0])
 
 
 def service_running(conninfo: str) -> bool:

@@ -293,7 +293,7 @@ def services(settings: Settings, database: Database, write: WriteSide, *, clock:
                             fill_in_processes=fill_in_processes(opener, settings, database, fenced))
     return Services(runner, distributed, ledger, memories, recall, GovernanceService(ledger), learning, forgetting,
                     MemoryImporter(memories, write.fence, root.import_key, write.fence.loaded.wait), insights,
-                    Backups(write.catalog, settings, ledger.clock), operations, syncer, embedding,
+                    Backups(write.catalog, settings, ledger.clock, database), operations, syncer, embedding,
                     CredentialsService(ledger), BotKeyService(ledger, ledger.standings))
 
 

@@ -80,6 +80,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
             engram = Engram.open(settings, database=database, background=False, fenced=False)
             try:
                 merged = backups.merge_tombstones(record, engram.operations.fence)
+                if engram.operations.purge is not None:  # what was answered purged stays purged (ADR 0060)
+                    engram.operations.purge.resettle()
                 _fence(engram, merged)
                 _rewrap(engram)
             finally:

@@ -45,7 +45,11 @@ PURGE_COMPLETE = "purge_complete"
 class BackupCopies(Protocol):
     """The backup catalog (`adapters.backups.BackupCatalog`): a forget's `backups` copy, read when asked."""
 
-    def copy_state(self, requested_at: datetime) -> BackupsCopy: ...
+    def copy_state(self, requested_at: datetime, committed_by: datetime | None = None) -> BackupsCopy: ...
+
+    def settle(self, forget_id: str, copy: BackupsCopy) -> None: ...
+
+    def settled(self) -> list[dict[str, Any]]: ...
 
 
 class PurgeTracker:
@@ -58,9 +62,11 @@ class PurgeTracker:
 
     def opened(self, curs: Cursor[Any], forget_id: str, memory_id: UUID, company: str, person: str,
                at: datetime) -> None:
+        # committed_by: the database's clock, read after the forget's commit (this runs on the committed
+        # event), so a backup whose dump began later cannot hold the memory's key (ADR 0060)
         curs.execute(
-            "INSERT INTO engram_forgets (forget_id, memory_id, company, person, requested_at) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            "INSERT INTO engram_forgets (forget_id, memory_id, company, person, requested_at, committed_by) "
+            "VALUES (%s, %s, %s, %s, %s, clock_timestamp()) ON CONFLICT DO NOTHING",
             (forget_id, memory_id, company, person, at),
         )
 
@@ -94,6 +100,20 @@ class PurgeTracker:
                              "AND forget_id = ANY(%s)", (note, copy, [f for f, c in due if c == copy]))
         return len(due)
 
+    def resettle(self) -> int:
+        """After a restore: every `backups` copy settled since the backup was taken, settled again."""
+        if self.backups is None:
+            return 0
+        entries = self.backups.settled()
+        with self.datastore.transaction(commit=True) as curs:
+            for e in entries:
+                curs.execute(
+                    "INSERT INTO engram_purge_copies (forget_id, copy, state, evidence, purged_at) "
+                    "VALUES (%s, %s, 'purged', %s, %s) ON CONFLICT (forget_id, copy) DO NOTHING",
+                    (e["forget_id"], BACKUPS, e["evidence"], e["purged_at"]),
+                )
+        return len(entries)
+
     # -- answers ---------------------------------------------------------------
 
     def backlog(self, company: str | None = None) -> int:
@@ -122,8 +142,10 @@ class PurgeTracker:
         copies = []
         for name in self.copies:
             row = found.get(name)
-            if name == BACKUPS and self.backups is not None and head is not None:
-                backups = self.backups.copy_state(head["requested_at"])
+            if name == BACKUPS and self.backups is not None and head is not None and not (row and row["state"] == "purged"):
+                backups = self.backups.copy_state(head["requested_at"], head.get("committed_by"))
+                if backups.state == "purged":
+                    self.settled(head["forget_id"], backups)
                 copies.append({"copy": name, "state": backups.state, "evidence": backups.evidence,
                                "purged_at": backups.purged_at})
                 continue
@@ -131,6 +153,19 @@ class PurgeTracker:
                            "evidence": row["evidence"] if row else None,
                            "purged_at": row["purged_at"] if row else None})
         return copies
+
+    def settled(self, forget_id: str, backups: BackupsCopy) -> None:
+        """A `backups` copy once answered purged stays purged (ADR 0060): no later backup can hold the key
+        (its dump begins after this), and the catalog's deletions are never undone. Noted beside the
+        catalog first, where a restore cannot roll it back (`resettle`)."""
+        if self.backups is not None:
+            self.backups.settle(forget_id, backups)
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(
+                "INSERT INTO engram_purge_copies (forget_id, copy, state, evidence, purged_at) "
+                "VALUES (%s, %s, 'purged', %s, %s) ON CONFLICT (forget_id, copy) DO NOTHING",
+                (forget_id, BACKUPS, backups.evidence, backups.purged_at),
+            )
 
     def status(self, forget_id: str | None) -> str:
         if forget_id is None:
@@ -270,9 +305,11 @@ class AccountForgets:
                              "WHERE forget_id = %s", (count, forget_id))
 
     def finish(self, forget_id: str, at: datetime) -> None:
+        """committed_by: after every member's forget committed (ADR 0060)."""
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute("UPDATE engram_account_forgets SET finished_at = %s, lease_until = NULL "
-                         "WHERE forget_id = %s AND finished_at IS NULL", (at, forget_id))
+            curs.execute("UPDATE engram_account_forgets SET finished_at = %s, lease_until = NULL, "
+                         "committed_by = clock_timestamp() WHERE forget_id = %s AND finished_at IS NULL",
+                         (at, forget_id))
 
     # -- answers ---------------------------------------------------------------------------------------
 
@@ -304,6 +341,10 @@ class AccountForgets:
                 (forget_id,),
             )
             found = {r["copy"]: r for r in curs.fetchall()}
+            # its own settled `backups` copy (PurgeTracker.settled), kept under the account forget's id
+            curs.execute("SELECT evidence, purged_at FROM engram_purge_copies WHERE forget_id = %s AND copy = %s "
+                         "AND state = 'purged'", (forget_id, BACKUPS))
+            settled = curs.fetchone()
         head = dict(head)
         total = linked + remaining
         finished = head["finished_at"] is not None
@@ -312,8 +353,13 @@ class AccountForgets:
             if name == BACKUPS and self.tracker.backups is not None and total > 0:
                 # every member was forgotten by the time the account forget finished: backups older
                 # than that may hold some of them
-                if finished:
-                    backups = self.tracker.backups.copy_state(head["finished_at"])
+                if settled is not None:
+                    copies.append({"copy": name, "state": "purged", "evidence": settled["evidence"],
+                                   "purged_at": settled["purged_at"]})
+                elif finished:
+                    backups = self.tracker.backups.copy_state(head["finished_at"], head.get("committed_by"))
+                    if backups.state == "purged":
+                        self.tracker.settled(forget_id, backups)
                     copies.append({"copy": name, "state": backups.state, "evidence": backups.evidence,
                                    "purged_at": backups.purged_at})
                 else:

@@ -29,6 +29,8 @@ from engram.adapters.backups import (
     dump,
     restore,
     service_running,
+    taker_alive,
+    taking,
     write_file,
 )
 from engram.adapters.database import Database
@@ -65,8 +67,10 @@ def _canonical(tombstone: dict[str, Any]) -> str:
 
 
 class Backups:
-    def __init__(self, catalog: BackupCatalog, settings: Settings, clock: Clock) -> None:
-        self.catalog, self.settings, self.clock = catalog, settings, clock
+    def __init__(self, catalog: BackupCatalog, settings: Settings, clock: Clock,
+                 database: Database | None = None) -> None:
+        """`database`: where the sweeper asks whether an unfinished backup's taker is still alive."""
+        self.catalog, self.settings, self.clock, self.database = catalog, settings, clock, database
 
     # -- engram backup DIR -----------------------------------------------------
 
@@ -79,21 +83,28 @@ class Backups:
         backup_id = "bk-" + uuid4().hex
         target.mkdir(mode=0o700, parents=True, exist_ok=True)
         masters = _master_ids(keys)  # before and after the dump: a rotation meanwhile moves rows between them
-        try:
-            dump(database, target / DUMP)
-            masters |= _master_ids(keys)
-            # read after the dump: the copy holds every tombstone of what the dump holds
-            lines = "".join(_canonical(t) + "\n" for t in journal.all())
-            write_file(target / TOMBSTONES, lines.encode())
-            write_file(target / MANIFEST, json.dumps({
-                "engram_backup": 1, "id": backup_id, "taken_at": taken_at.isoformat(), "schema_version": version,
-                **({"master_keys": sorted(masters)} if keys is not None else {}),
-            }, indent=1).encode())
-        except BaseException:
-            delete_files(target)  # only its own files: nothing half-written is left to be taken for a backup
-            raise
-        record = BackupRecord(backup_id, taken_at, str(target), directory_size(target), version)
-        self.catalog.taken(record)
+        # ADR 0060: the database's clock is read, then the backup catalogued as started, then the dump's
+        # snapshot taken; a forget seen committed before that reading is not in this backup
+        with taking(database.conninfo, backup_id) as database_now:
+            snapshot_at = database_now()
+            self.catalog.started(backup_id, str(target), taken_at, snapshot_at)
+            try:
+                dump(database, target / DUMP)
+                masters |= _master_ids(keys)
+                # read after the dump: the copy holds every tombstone of what the dump holds
+                lines = "".join(_canonical(t) + "\n" for t in journal.all())
+                write_file(target / TOMBSTONES, lines.encode())
+                write_file(target / MANIFEST, json.dumps({
+                    "engram_backup": 1, "id": backup_id, "taken_at": taken_at.isoformat(), "schema_version": version,
+                    **({"master_keys": sorted(masters)} if keys is not None else {}),
+                }, indent=1).encode())
+            except BaseException:
+                delete_files(target)  # only its own files: nothing half-written is left to be taken for a backup
+                self.catalog.failed(backup_id, self.clock.now())
+                raise
+            record = BackupRecord(backup_id, taken_at, str(target), directory_size(target), version,
+                                  snapshot_at=snapshot_at)
+            self.catalog.taken(record)  # while the lock is held: never seen unfinished with its taker gone
         log.info("backup %s written (%d bytes, schema version %d)", backup_id, record.size, version)
         return record
 
@@ -180,11 +191,19 @@ class Backups:
     # -- retention (the sweeper) -----------------------------------------------
 
     def expire(self) -> int:
-        """Delete every catalogued backup older than ENGRAM_BACKUP_RETENTION_DAYS, and record when."""
+        """Delete every catalogued backup older than ENGRAM_BACKUP_RETENTION_DAYS, and record when; and
+        what a backup whose taker died left behind (a partial dump may hold keys)."""
         now = self.clock.now()
-        expired = due(self.catalog.records(), self.catalog.retention, now)
+        records = self.catalog.records()
+        expired = due(records, self.catalog.retention, now)
         for r in expired:
             delete_files(Path(r.path))
             self.catalog.deleted(r.id, now)
             log.info("backup %s deleted by retention", r.id)
-        return len(expired)
+        abandoned = [r for r in records if not r.finished and r.deleted_at is None and self.database is not None
+                     and not taker_alive(self.database.conninfo, r.id)]
+        for r in abandoned:
+            delete_files(Path(r.path))
+            self.catalog.failed(r.id, now)
+            log.info("backup %s never finished: its files are deleted", r.id)
+        return len(expired) + len(abandoned)

@@ -74,17 +74,19 @@ def test_an_older_backup_restored_brings_nothing_forgotten_back(env: Settings, t
     older = tmp_path / "backups" / "older"
     assert main(["backup", str(older)]) == 0
     entries = [json.loads(line) for line in catalog.read_text().splitlines()]
-    assert len(entries) == 1 and entries[0]["path"] == str(older.resolve()) and entries[0]["size"] > 0
-    assert entries[0]["schema_version"] == max(m.version for m in shipped())
+    assert [e["event"] for e in entries] == ["started", "taken"]  # started before its dump began (ADR 0060)
+    taken = entries[1]
+    assert taken["path"] == str(older.resolve()) and taken["size"] > 0 and taken["snapshot_at"]
+    assert taken["schema_version"] == max(m.version for m in shipped())
     assert sorted(p.name for p in older.iterdir()) == ["database.dump", "manifest.json", "tombstones.jsonl"]
     assert "Godrevy" not in catalog.read_text() and not list(older.rglob("backups.jsonl"))
-    taken_at = datetime.fromisoformat(entries[0]["taken_at"])
+    taken_at = datetime.fromisoformat(taken["taken_at"])
 
     a = Engram.open(env, background=False)
     forget_id = a.memories.forget(ALICE, gone).forget_id
     backups = copies(a, forget_id)["backups"]
     assert (backups["state"], backups["purged_at"]) == ("pending", None)
-    assert backups["evidence"] == ("1 backup taken before the forget; the last ages out on "
+    assert backups["evidence"] == ("1 backup taken before the forget was recorded; the last ages out on "
                                    f"{(taken_at + timedelta(days=30)).date().isoformat()}")
     assert a.memories.forget_status(ALICE, forget_id)["status"] == "stopped_using"
     a.close()
@@ -122,11 +124,11 @@ def test_an_older_backup_restored_brings_nothing_forgotten_back(env: Settings, t
             time.sleep(0.1)
         assert not older.exists()
         deleted = json.loads(catalog.read_text().splitlines()[-1])
-        assert deleted["event"] == "deleted" and deleted["id"] == entries[0]["id"]
+        assert deleted["event"] == "deleted" and deleted["id"] == taken["id"]
         backups = copies(c, forget_id)["backups"]
         assert backups["state"] == "purged"
         assert backups["purged_at"] == datetime.fromisoformat(deleted["deleted_at"])
-        assert backups["evidence"].startswith("1 backup taken before the forget, all deleted by retention")
+        assert backups["evidence"].startswith("1 backup taken before the forget was recorded, all deleted by retention")
         assert c.memories.forget_status(ALICE, forget_id)["status"] == "purge_complete"
     finally:
         c.close()
@@ -141,7 +143,7 @@ def test_a_forget_after_no_backup_is_purged_at_its_request(env: Settings, tmp_pa
         head, _ = a.memories.purge.report(forget_id)
         assert head is not None
         assert (backups["state"], backups["purged_at"]) == ("purged", head["requested_at"])
-        assert backups["evidence"] == "no backup was taken before the forget"
+        assert backups["evidence"] == "no backup was taken before the forget was recorded"
     finally:
         a.close()
 
@@ -241,3 +243,51 @@ def test_restore_adds_the_backups_tombstones_the_journal_lacks(env: Settings, tm
         assert b.memories.get(ALICE, gone).status == "forgotten"
     finally:
         b.close()
+
+
+def test_a_backup_after_a_forget_never_reopens_it(env: Settings, tmp_path: Path) -> None:
+    """Issue: a forget answered purged went back to pending after a backup taken a minute later."""
+    a = Engram.open(env, background=False)
+    try:
+        read = a.memories.forget(ALICE, remember(a, GONE_TEXT)).forget_id
+        unread = a.memories.forget(ALICE, remember(a, "I keep the spare key in the shed")).forget_id
+        assert copies(a, read)["backups"]["state"] == "purged"
+        assert main(["backup", str(tmp_path / "nightly")]) == 0  # seconds later, while serving
+        for forget_id in (read, unread):
+            backups = copies(a, forget_id)["backups"]
+            assert backups["state"] == "purged", backups
+            assert backups["evidence"] == "no backup was taken before the forget was recorded"
+            assert a.memories.forget_status(ALICE, forget_id)["status"] == "purge_complete"
+        kept = remember(a, "I like the lighthouse at St Ives")
+        later = a.memories.forget(ALICE, kept).forget_id  # after the backup: that backup holds its key
+        assert copies(a, later)["backups"]["state"] == "pending"
+    finally:
+        a.close()
+
+
+def test_a_backup_being_taken_holds_and_what_a_dead_taker_left_is_swept(env: Settings, database: Any,
+                                                                       tmp_path: Path) -> None:
+    from engram.adapters.backups import taking
+
+    a = Engram.open(env, background=False)
+    target = tmp_path / "backups" / "torn"
+    target.mkdir(parents=True)
+    try:
+        memory = remember(a, GONE_TEXT)
+        with taking(database.conninfo, "bk-torn") as database_now:  # a backup that has begun its dump
+            a.backups.catalog.started("bk-torn", str(target), a.ledger.clock.now(), database_now())
+            (target / "database.dump").write_bytes(b"PGDMP partial")
+            forget_id = a.memories.forget(ALICE, memory).forget_id
+            backups = copies(a, forget_id)["backups"]
+            assert (backups["state"], backups["evidence"]) == (
+                "pending", "1 backup being taken, begun before the forget was recorded")
+            assert a.backups.expire() == 0 and target.exists()  # its taker is alive: left alone
+        # the taker is gone (its lock with it) and never finished: its partial dump may hold keys
+        assert a.backups.expire() == 1 and not target.exists()
+        backups = copies(a, forget_id)["backups"]
+        assert backups["state"] == "purged"
+        assert backups["evidence"].startswith("1 backup taken before the forget was recorded, all deleted "
+                                              "(by retention, or unfinished)")
+        assert a.backups.catalog.find("bk-torn") is None  # never restorable
+    finally:
+        a.close()

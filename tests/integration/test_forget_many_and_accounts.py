@@ -201,7 +201,7 @@ def test_forgetting_my_account_forgets_memories_candidates_receipts_and_settings
     assert purged_everywhere(doc)
     assert all(c["evidence"].startswith("5 of 5 memories purged; latest: ") for c in doc["copies"]
                if c["copy"] != "backups")
-    assert {c["copy"]: c["evidence"] for c in doc["copies"]}["backups"] == "no backup was taken before the forget"
+    assert {c["copy"]: c["evidence"] for c in doc["copies"]}["backups"] == "no backup was taken before the forget was recorded"
 
     listed = client.get("/v1/memories", params={"status": "all"}, headers=ALICE).json()["items"]
     assert listed and all(i["status"] == "forgotten" and i["text"] is None for i in listed)
