@@ -38,10 +38,20 @@ class DailyBudgetSettings(Protocol):
     def person_daily_calls(self) -> int | None: ...
 
 
+# Unset, a person's daily budget is this share of the company's (rounded up): one member's batch can
+# never spend the company's whole day (ADR 0058). Set ENGRAM_PERSON_DAILY_* to the company's for none.
+PERSON_SHARE = 4
+
+
+def _share(company: int, person: int | None) -> int:
+    return person if person is not None else -(-company // PERSON_SHARE)
+
+
 def daily_limits(settings: DailyBudgetSettings) -> Limits:
-    """The configured daily budgets (`ENGRAM_DAILY_*`), shared by every model call Engram makes."""
-    return Limits(settings.daily_tokens, settings.daily_calls, settings.person_daily_tokens,
-                  settings.person_daily_calls)
+    """The configured daily budgets (`ENGRAM_DAILY_*`, `ENGRAM_PERSON_DAILY_*`), shared by every model call
+    Engram makes."""
+    return Limits(settings.daily_tokens, settings.daily_calls, _share(settings.daily_tokens, settings.person_daily_tokens),
+                  _share(settings.daily_calls, settings.person_daily_calls))
 
 
 @dataclass(frozen=True)

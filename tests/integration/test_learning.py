@@ -209,6 +209,25 @@ def test_twelve_receipts_against_a_call_cap_of_three(make, llm) -> None:
     assert system.learning.work(limit=20) == 3 and len(llm.calls) == 6
 
 
+def test_one_members_batch_cannot_spend_the_companys_day_by_default(make, llm) -> None:
+    """Unset ENGRAM_PERSON_DAILY_CALLS: a person may use a quarter of the company's calls (here 2 of 8)."""
+    system, client, _ = make(llm_base_url=llm.url, daily_calls=8)
+    for i in range(10):
+        text = f"I prefer meeting room number {i}."
+        llm.proposals[text] = [{"text": f"Prefers room {i}", "quote": text}]
+        client.post("/v1/receipts", json=receipt(f"r-{i}", text), headers=auth(user="u1"))
+    system.learning.work(limit=20)
+    assert len(llm.calls) == 2
+    waiting = [client.get(f"/v1/receipts/r-{i}", headers=auth(user="u1")).json() for i in range(10)]
+    assert sum(1 for a in waiting if a["state"] == "deferred" and a["reason"] == "budget") == 8
+    colleague = "I prefer the window desk."
+    llm.proposals[colleague] = [{"text": "Prefers the window desk", "quote": colleague}]
+    client.post("/v1/receipts", json=receipt("r-colleague", colleague), headers=auth(user="u2"))
+    system.learning.work(limit=20)
+    assert client.get("/v1/receipts/r-colleague", headers=auth(user="u2")).json()["state"] == "done"
+    assert len(llm.calls) == 3 and system.learning.budget.today("acme", T0.date())["calls"] == 3
+
+
 def test_a_candidates_valid_time_is_resolved_against_the_messages_time_where_that_is_certain(make) -> None:
     system, client, _ = make()
     said = "2026-11-02T09:00:00+08:00"  # a Monday morning in Shanghai
@@ -332,7 +351,7 @@ def test_zero_limit_pauses_and_keeps_the_queue(make, llm) -> None:
 
 
 def test_a_request_larger_than_the_whole_allowance_fails_alone(make, llm) -> None:
-    system, client, _ = make(llm_base_url=llm.url, daily_tokens=1000)
+    system, client, _ = make(llm_base_url=llm.url, daily_tokens=1000, person_daily_tokens=1000)
     long_text = "I prefer " + "very " * 400 + "long walks."
     short = "I prefer figs."
     llm.proposals[short] = [{"text": "Prefers figs", "quote": short}]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from engram.domain.clock import FixedClock
 from engram.domain.receipt import Receipt, receipt_uuid
 
 from tests.support.helpers import SECRET, auth, remember_body
@@ -138,8 +139,10 @@ def test_with_a_model_configured_it_judges_what_the_rules_and_vectors_leave_with
     moved, again = "Home is Lisbon now.", "Home is Porto now."
     llm.proposals[moved] = [{"text": "Home is Lisbon now", "quote": "Home is Lisbon now."}]
     llm.proposals[again] = [{"text": "Home is Porto now", "quote": "Home is Porto now."}]
-    system = Engram.open(settings.replace(llm_base_url=llm.url, llm_model="test-model", daily_calls=3),
-                         database=database, background=False)
+    # one budget day throughout, whenever the run crosses midnight UTC (it once did, and counted 0 calls)
+    system = Engram.open(settings.replace(llm_base_url=llm.url, llm_model="test-model", daily_calls=3,
+                                         person_daily_calls=3),
+                         database=database, background=False, clock=FixedClock(NOW))
     try:
         client = TestClient(create_app(system, SECRET))
         berlin = remember(client, "My flat is in Berlin", "m-1").json()
