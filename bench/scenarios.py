@@ -106,7 +106,8 @@ def own_services(tmp: Path, daily_calls: int) -> Iterator[dict[str, Service]]:
     model = FakeLLM().start()
     plain = EmbeddedServe(tmp / "shipped", secret, **quick)
     modelled = EmbeddedServe(tmp / "model", secret, **quick, ENGRAM_LLM_BASE_URL=model.url,
-                             ENGRAM_LLM_MODEL="fake", ENGRAM_DAILY_CALLS=str(daily_calls))
+                             ENGRAM_LLM_MODEL="fake", ENGRAM_DAILY_CALLS=str(daily_calls),
+                             ENGRAM_PERSON_DAILY_CALLS=str(daily_calls))
     errors: list[BaseException] = []
 
     def start_modelled() -> None:

@@ -29,7 +29,7 @@ from engram.service.recall import RecallService
 from engram.service.settings import Settings
 
 from .identity import caller_from_token
-from .limits import RequestRates
+from .limits import ADMITTED, Admission, RequestRates, Turns
 from .metrics import Metrics
 from .reference import BEARER
 
@@ -68,7 +68,12 @@ def install(app: FastAPI, root: CompositionRoot, token_secret: str) -> None:
     dependencies below find them."""
     app.state.composition_root = root
     app.state.token_secret = token_secret
-    app.state.request_rates = RequestRates(root.settings.rate_person, root.settings.rate_company)
+    app.state.request_rates = rates = RequestRates(root.settings.rate_person, root.settings.rate_company)
+    deployment = root.settings
+    app.add_middleware(Admission, rates=rates, refusal_delay=deployment.rate_refusal_delay,
+                       turns=Turns(deployment.person_in_flight) if deployment.person_in_flight else None,
+                       verify=lambda token: caller_from_token(token_secret, token, issuers=deployment.token_issuers,
+                                                              max_lifetime=timedelta(days=deployment.max_token_days)))
 
 
 # -- the services: the composition root's attributes are read here and nowhere else in the HTTP API --
@@ -174,15 +179,21 @@ def bearer_token(request: Request) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-def caller_of(request: Request, token: str | None, deployment: Settings) -> Caller:
+def caller_of(request: Request, token: str | None, deployment: Settings, *, counted: bool = True) -> Caller:
     """The one check of a token, wherever it came from (the header here, a web page's session cookie),
-    and of its person's and company's request rates (429 past them)."""
+    and of its person's and company's request rates (429 past them). A bearer token `Admission` checked
+    and counted ahead of routing is not checked or counted again; `counted=False`: a second token of
+    the same request (a page's session beside its sign-in link) is checked, not counted."""
+    admitted = request.scope.get("state", {}).get(ADMITTED)
+    if admitted is not None and token == bearer_token(request):
+        return admitted
     if token is not None and parse_key(token) is not None:  # a bot key, for the person the request names
         caller = _root(request).bot_keys.caller(token, request.headers.get(PERSON_HEADER))
     else:
         caller = caller_from_token(token_secret(request), token,
                                    max_lifetime=timedelta(days=deployment.max_token_days), issuers=deployment.token_issuers)
-    request.app.state.request_rates.admit(caller)
+    if counted:
+        request.app.state.request_rates.admit(caller)
     return caller
 
 

@@ -79,7 +79,7 @@ class BodyLimit:
         response = problems.problem(413, "body_too_large", "Body too large",
                                     f"request bodies are limited to {self.limit} bytes")
         response.headers["Connection"] = "close"  # the server stops reading and closes
-        await response(scope, _no_body, send)
+        await response(scope, no_body, send)
 
 
 class NoSniff:
@@ -105,7 +105,7 @@ class NoSniff:
         await self.app(scope, receive, sending)
 
 
-async def _no_body() -> Message:
+async def no_body() -> Message:
     return {"type": "http.disconnect"}
 
 

@@ -1,4 +1,4 @@
-"""When a call is sent again, and after how long: 503 and lost connections, idempotent calls only."""
+"""When a call is sent again, and after how long: 503, 429 and lost connections, idempotent calls only."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ T = TypeVar("T")
 TRANSIENT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 
 
+RETRIED = (503, 429)  # unavailable for now; too many requests for now
+
+
 def retry_after(response: httpx.Response) -> float | None:
     """The `Retry-After` header in seconds (a number of seconds or an HTTP date), if any."""
     value = response.headers.get("retry-after", "").strip()
@@ -40,7 +43,8 @@ def retry_after(response: httpx.Response) -> float | None:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Up to `max_retries` more tries, waiting `backoff` seconds, then twice as long each time (with
-    jitter), never more than `max_backoff`; a 503's `Retry-After` is honoured up to `max_backoff`."""
+    jitter), never more than `max_backoff`; a 503's or a 429's `Retry-After` is honoured up to
+    `max_backoff` (a 429 `rate_limited` was refused before any work: ADR 0058, 0061)."""
 
     max_retries: int = 3
     backoff: float = 0.5
@@ -56,7 +60,7 @@ class RetryPolicy:
         if not call.idempotent or attempt >= self.max_retries:
             return None
         if isinstance(outcome, httpx.Response):
-            if outcome.status_code != 503:
+            if outcome.status_code not in RETRIED:
                 return None
             asked = retry_after(outcome)
             if asked is not None:

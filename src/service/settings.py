@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     # requests a second per person and per company, bursts of twice that (ADR 0058); 0: no limit
     rate_person: Annotated[int, Field(ge=0)] = 0
     rate_company: Annotated[int, Field(ge=0)] = 0
+    # a person's requests being answered at once in a process; more wait their turn (ADR 0061); 0: no bound
+    person_in_flight: Annotated[int, Field(ge=0, le=1024)] = 4
+    # seconds a request refused by the rates is held before its 429, so a client that retries at once
+    # cannot turn refusals into a load of their own (ADR 0061); 0: answered at once
+    rate_refusal_delay: Annotated[float, Field(ge=0, le=10)] = 1.0
     # exports and recalls of more than 50 items running at once in a process, one at a time per person
     heavy_reads: Annotated[int, Field(ge=1, le=64)] = 2
     candidate_ttl_days: Seconds = 30

@@ -75,11 +75,11 @@ def _how(request: Request) -> tuple[str | None, str | None]:
     return (cookie, "cookie") if cookie else (None, None)
 
 
-def page_caller(request: Request, token: str, deployment: Settings) -> Caller:
+def page_caller(request: Request, token: str, deployment: Settings, *, counted: bool = True) -> Caller:
     """A person's token checked as the API checks it; the pages are for people, so a bot key is refused."""
     if parse_key(token) is not None:
         raise Unauthenticated("the pages are for people: sign in with a person's token, not a bot key")
-    return caller_of(request, token, deployment)
+    return caller_of(request, token, deployment, counted=counted)
 
 
 async def signed_in(request: Request, deployment: Deployment) -> Caller:
@@ -90,7 +90,7 @@ async def signed_in(request: Request, deployment: Deployment) -> Caller:
         session = request.cookies.get(SESSION_COOKIE)
         if session and session != link.strip():
             try:
-                current: Caller | None = page_caller(request, session, deployment)
+                current: Caller | None = page_caller(request, session, deployment, counted=False)  # one request, one count
             except DomainError:  # no session that still works: nobody's to replace
                 current = None
             if current is not None and (current.company, current.person) != (linked.company, linked.person):

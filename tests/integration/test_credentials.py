@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,18 +13,15 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.support.helpers import auth, put_directory, remember_body, token
+from tests.support.helpers import auth, next_second, put_directory, remember_body, token
 
 DIRECTORY = {"teams": {}, "sources": {}, "bots": {"b-helper": {"teams": [], "sources": []}}}
 ROOT = auth(user="root", role="admin")
 
 
 def later_token(**claims: Any) -> dict[str, str]:
-    """A token issued in a later second: a sign-out covers the whole second it happened in (and a token
-    may not claim to be issued in the future)."""
-    started = int(time.time())
-    while int(time.time()) == started:
-        time.sleep(0.05)
+    """A token issued in a later second than a sign-out."""
+    next_second()
     return auth(**claims)
 
 

@@ -43,7 +43,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.support.helpers import auth, remember_body
+from tests.support.helpers import auth, next_second, remember_body
 
 BOT = "b-fuzz"
 DERANDOMIZE = os.environ.get("ENGRAM_FUZZ_RANDOM") != "1"
@@ -192,9 +192,7 @@ class Fuzzer:
         """The bot registered again (fuzzed directories replace it), so its writes get past 403; once
         people were signed out everywhere, with tokens of a later second than the last sign-out."""
         if self.signing_out:
-            started = int(time.time())
-            while int(time.time()) == started:
-                time.sleep(0.05)
+            next_second()
         r = self.session.request("PUT", "/v1/admin/directory", headers=role_headers("admin"), json={
             "teams": {"t-risk": {"members": ["alice", "bob"]}},
             "sources": {"s-jira": {"team": "t-risk", "members": ["alice"]}},

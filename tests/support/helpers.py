@@ -198,3 +198,10 @@ def counted_exchange(gen: Any, tick: Callable[[], object]) -> Any:
         except StopIteration as stop:
             return stop.value
 
+
+def next_second() -> None:
+    """Wait until the wall clock's second changes: a sign-out covers the whole second it happened in, so
+    a token meant to outlive it must be issued in a later one (and may not claim the future)."""
+    started = int(time.time())
+    while int(time.time()) == started:
+        time.sleep(0.05)
