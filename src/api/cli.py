@@ -47,6 +47,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--bot")
     t.add_argument("--entry", default="api", choices=["web", "channel", "scheduled", "api"])
     t.add_argument("--hours", type=float, default=12.0)
+    t.add_argument("--create", action="store_true",
+                   help="make the data directory (and its master key) if there is none yet")
     t.set_defaults(func=cmd_token)
 
     sub.add_parser("hindsight-key", help="print the public key Hindsight's Engram guard verifies service tokens with "

@@ -19,6 +19,14 @@ def cmd_token(args: argparse.Namespace) -> int:
     settings = load_settings()
     if args.hours > settings.max_token_days * 24:
         raise ValueError(f"--hours may be at most {settings.max_token_days * 24:g} (ENGRAM_MAX_TOKEN_DAYS)")
+    key_file = settings.data_dir / "master.key"
+    if not settings.token_secret and not settings.master_key and not key_file.exists() and not args.create:
+        # the development secret comes from the data directory's master key: making one here would sign
+        # tokens no running service accepts, and leave a stray data directory behind
+        raise ValueError(f"no Engram data directory at {settings.data_dir.resolve()} (no master.key) and no "
+                         "ENGRAM_TOKEN_SECRET: run it where `engram serve` runs, set ENGRAM_DATA_DIR to the "
+                         "service's data directory or ENGRAM_TOKEN_SECRET to its secret, or pass --create to "
+                         "make a new data directory here")
     print(issue_token(token_secret(settings), company=args.company, user=args.user, role=args.role,
                       bot=args.bot, entry=args.entry, ttl=timedelta(hours=args.hours)))
     return 0

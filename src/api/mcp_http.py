@@ -10,6 +10,7 @@ token of each request, so a session cannot lend one person's identity to another
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from anyio import to_thread
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ValidationError
@@ -140,6 +142,25 @@ def _backend_of(ctx: Context) -> ServiceBackend:
     return ServiceBackend(request, request.scope[_CALLER])
 
 
+# JSON-RPC's range for a server's own errors, one code a status (what MCP clients show beside the message)
+RPC_CODES = {401: -32001, 403: -32003, 404: -32004, 429: -32029, 503: -32053}
+
+
+def for_mcp(request: Request, problem: JSONResponse) -> JSONResponse:
+    """A refusal of `/mcp` as an MCP client reads it: to a client that accepts event streams (every MCP
+    SDK), a JSON-RPC error (`application/json`, the same status and headers) whose message is the
+    problem's `code: detail` and whose data is the problem document; to anyone else the problem itself.
+    MCP SDKs surface a JSON-RPC error body, where a problem document left only "-32603"."""
+    if "text/event-stream" not in request.headers.get("accept", ""):
+        return problem
+    document = json.loads(bytes(problem.body))
+    error = {"code": RPC_CODES.get(problem.status_code, -32000),
+             "message": f"{document['code']}: {document['detail']}", "data": document}
+    headers = {k: v for k, v in problem.headers.items() if k.lower() in ("www-authenticate", "retry-after")}
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=problem.status_code,
+                        headers=headers)
+
+
 class McpEndpoint:
     """`/mcp`: 401 (a problem, like every route's) without a valid bearer token; else the SDK's
     streamable HTTP transport, with the verified caller in the request's scope."""
@@ -156,18 +177,20 @@ class McpEndpoint:
             deployment = await dependencies.deployment_settings(request)
             caller = await dependencies.any_caller(request, None, deployment)
         except DomainError as exc:  # as every route answers it: a 401's reason, a 429's Retry-After
-            await problems.of(exc)(scope, receive, send)
+            await for_mcp(request, problems.of(exc))(scope, receive, send)
             return
         try:
             manager = self.server.session_manager
         except RuntimeError:  # the app's lifespan has not started the session manager
-            await problems.problem(503, "unavailable", "Service unavailable", "MCP is starting")(scope, receive, send)
+            await for_mcp(request, problems.problem(503, "unavailable", "Service unavailable",
+                                                    "MCP is starting"))(scope, receive, send)
             return
         session_id = request.headers.get(SESSION_HEADER)
         identity = (caller.company, caller.person, caller.role, caller.bot)
         if request.method == "DELETE" and session_id is not None and self.owners.get(session_id) != identity:
             # a session ends only by the identity that opened it, whoever else learnt its id
-            await problems.problem(404, "not_found", "Not found", "no such MCP session")(scope, receive, send)
+            await for_mcp(request, problems.problem(404, "not_found", "Not found", "no such MCP session"))(
+                scope, receive, send)
             return
         await manager.handle_request({**scope, _CALLER: caller}, receive, self._owned(send, session_id, identity))
         if request.method == "DELETE" and session_id is not None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import typing
 from typing import Any, cast
 
 from fastapi import FastAPI, Request
@@ -46,6 +48,7 @@ def unavailable(detail: str = DatabaseUnavailable.detail) -> JSONResponse:
 class FieldError(BaseModel):
     field: str
     message: str
+    example: Any = Field(default=None, description="a valid value of the field, where the reference has one")
 
 
 class Problem(BaseModel):
@@ -57,7 +60,7 @@ class Problem(BaseModel):
     status: int = Field(ge=400, le=599)
     detail: str = Field(description="what went wrong; never the submitted personal text")
     code: str = Field(description="a stable code a program can act on", examples=["not_found"])
-    errors: list[FieldError] | None = Field(default=None, description="for validation errors: field and message")
+    errors: list[FieldError] | None = Field(default=None, description="for validation errors: field, message and a valid example")
 
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -77,21 +80,68 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc if p != "body") or "body"
 
 
+# The least a valid value of these looks like, where the models' own examples show more than is needed.
+FIELD_EXAMPLES: dict[str, Any] = {"source": {"kind": "chat", "id": "chat-42"}}
+_NONE = object()
+
+
+def _walk(document: Any, parts: tuple[Any, ...]) -> Any:
+    for part in parts:
+        if isinstance(part, int) and isinstance(document, list) and document:
+            document = document[0]
+        elif isinstance(part, str) and isinstance(document, dict) and part in document:
+            document = document[part]
+        elif isinstance(part, str) and (part[:1].isupper() or "[" in part):
+            continue  # a union's member or a validator's name in the location: not a field
+        else:
+            return _NONE
+    return document
+
+
+def example_of(request: Request, loc: tuple[Any, ...]) -> Any:
+    """A valid value for the body field at `loc`, from the route's own models' examples; never from
+    the request. `_NONE` when there is none to show."""
+    named = [p for p in loc if isinstance(p, str) and p != "body"]
+    if loc[:1] != ("body",) or not named:
+        return _NONE
+    if named[-1] in FIELD_EXAMPLES and loc[-1] == named[-1]:
+        return FIELD_EXAMPLES[named[-1]]
+    body = getattr(request.scope.get("route"), "body_field", None)
+    annotation = getattr(getattr(body, "field_info", None), "annotation", None)
+    for model in typing.get_args(annotation) or (annotation,):
+        extra = getattr(model, "model_config", {}).get("json_schema_extra")
+        examples = extra.get("examples") if isinstance(extra, dict) else None
+        if examples:
+            found = _walk(examples[0], loc[1:])
+            if found is not _NONE:
+                return found
+    return _NONE
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def domain_error(_: Request, exc: DomainError) -> JSONResponse:
         return of(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return problem(400, "malformed_json", "Malformed JSON", "the request body is not valid JSON")
-        # Only field names and pydantic's messages: never the submitted values.
-        fields = [{"field": _field(tuple(e.get("loc", ()))), "message": e.get("msg", "")} for e in errors]
+        # Only field names, pydantic's messages and our own examples: never the submitted values.
+        fields: list[dict[str, Any]] = []
+        for e in errors:
+            loc = tuple(e.get("loc", ()))
+            field: dict[str, Any] = {"field": _field(loc), "message": e.get("msg", "")}
+            example = example_of(request, loc)
+            if example is not _NONE:
+                field["example"] = example
+            fields.append(field)
         if any(f["field"] == "body" for f in fields) and any(e.get("type") == "missing" for e in errors):
             return problem(400, "missing_body", "Missing body", "a JSON body is required")
-        detail = "; ".join(f"{f['field']}: {f['message']}" for f in fields)
+        detail = "; ".join(f"{f['field']}: {f['message']}" + (
+            f" (for example {json.dumps(f['example'], ensure_ascii=False)})" if "example" in f else "")
+            for f in fields)
         if any(e.get("type") == "invalid_time" for e in errors):
             return problem(422, "invalid_time", "Time is not valid", detail, errors=fields)
         return problem(422, "validation_error", "Request is not valid", detail, errors=fields)

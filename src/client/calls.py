@@ -37,6 +37,8 @@ from engram.contract.responses import (
     Revocation,
 )
 
+from .checks import checked
+
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -92,6 +94,7 @@ def _post(path: str, model: type[M], *, idempotent: bool = False, json: Any = No
 
 # Capture and remember
 
+@checked
 def remember(*, text: str, source: Source, explicit: bool = True, occurred_at: Time | None = None,
              visibility: Literal["general", "restricted"] | None = None, team: str | None = None,
              valid_from: Time | None = None, valid_to: Time | None = None,
@@ -112,6 +115,7 @@ def remember(*, text: str, source: Source, explicit: bool = True, occurred_at: T
     return Call("POST", "/v1/memories", read, idempotent=bool(body["source"].get("message_id")), json=body)
 
 
+@checked
 def receive(*, receipt_id: str | None = None, author: Literal["user", "assistant", "system", "tool"] | None = None,
             text: str | None = None, source: Source | None = None, occurred_at: Time | None = None,
             kind: str | None = None, visibility: Literal["general", "restricted"] | None = None,
@@ -129,6 +133,7 @@ def receive(*, receipt_id: str | None = None, author: Literal["user", "assistant
     return Call("POST", "/v1/receipts", _model(ReceiptBatch), idempotent=True, json=_body(messages=messages))
 
 
+@checked
 def receipt(receipt_id: str, /) -> Call[ReceiptState]:
     """`GET /v1/receipts/{receipt_id}`: its state, attempts and candidates."""
     return _get(_path("/v1/receipts/{}", receipt_id), ReceiptState)
@@ -136,13 +141,15 @@ def receipt(receipt_id: str, /) -> Call[ReceiptState]:
 
 # Recall and inspection
 
-def recall(*, query: str = "", as_of: Time | None = None, max_bytes: int | None = None, limit: int | None = None,
+@checked
+def recall(*, query: str, as_of: Time | None = None, max_bytes: int | None = None, limit: int | None = None,
            tags: Sequence[str] | None = None) -> Call[RecallOut]:
     """`POST /v1/recall`: confirmed memories and insights in the caller's scope, valid at `as_of`."""
     return _post("/v1/recall", RecallOut, idempotent=True,
                  json=_body(query=query, as_of=as_of, max_bytes=max_bytes, limit=limit, tags=tags))
 
 
+@checked
 def memories(*, q: str | None = None, limit: int | None = None, cursor: str | None = None,
              status: Literal["confirmed", "forgotten", "all"] | None = None,
              tags: Sequence[str] | None = None) -> Call[MemoryList]:
@@ -152,21 +159,25 @@ def memories(*, q: str | None = None, limit: int | None = None, cursor: str | No
                 tags=list(tags) if tags else None)
 
 
+@checked
 def memory(memory_id: str, /) -> Call[MemoryOut]:
     """`GET /v1/memories/{id}`."""
     return _get(_path("/v1/memories/{}", memory_id), MemoryOut)
 
 
+@checked
 def history(memory_id: str, /) -> Call[History]:
     """`GET /v1/memories/{id}/history`: every event, with text while the memory is not forgotten."""
     return _get(_path("/v1/memories/{}/history", memory_id), History)
 
 
+@checked
 def links(memory_id: str, /) -> Call[LinkList]:
     """`GET /v1/memories/{id}/links`: memories mentioned in the same message."""
     return _get(_path("/v1/memories/{}/links", memory_id), LinkList)
 
 
+@checked
 def correct(memory_id: str, /, *, text: str, valid_from: Time | None = None, valid_to: Time | None = None,
             reason: str | None = None, source: Source | None = None,
             acknowledge_sensitive: bool | None = None) -> Call[MemoryOut]:
@@ -179,32 +190,38 @@ def correct(memory_id: str, /, *, text: str, valid_from: Time | None = None, val
 
 # Forgetting
 
+@checked
 def forget(memory_id: str, /) -> Call[ForgetAccepted]:
     """`POST /v1/memories/{id}/forget`: stopped using at once; `forget_status` follows the purge."""
     return _post(_path("/v1/memories/{}/forget", memory_id), ForgetAccepted, idempotent=True)
 
 
+@checked
 def forget_many(*, ids: Sequence[str] | None = None, source_id: str | None = None) -> Call[ForgetMany]:
     """`POST /v1/memories/forget`: the caller's memories by `ids` (retried) or by `source_id` (not retried)."""
     return _post("/v1/memories/forget", ForgetMany, idempotent=ids is not None,
                  json=_body(ids=ids, source_id=source_id))
 
 
+@checked
 def forget_status(forget_id: str, /) -> Call[ForgetStatus]:
     """`GET /v1/forgets/{forget_id}`: each copy's purge, with its evidence."""
     return _get(_path("/v1/forgets/{}", forget_id), ForgetStatus)
 
 
+@checked
 def forgets(*, limit: int | None = None, cursor: str | None = None) -> Call[ForgetList]:
     """`GET /v1/forgets`: the caller's forgets, newest first."""
     return _get("/v1/forgets", ForgetList, limit=limit, cursor=cursor)
 
 
+@checked
 def forget_me() -> Call[ForgetAccepted]:
     """`POST /v1/me/forget`: everything the caller's person holds in this company."""
     return _post("/v1/me/forget", ForgetAccepted)
 
 
+@checked
 def revoke_source(source_id: str, /) -> Call[Revocation]:
     """`POST /v1/sources/{source_id}/revoke`: memories and insights resting on it stop being used."""
     return _post(_path("/v1/sources/{}/revoke", source_id), Revocation)
@@ -212,11 +229,13 @@ def revoke_source(source_id: str, /) -> Call[Revocation]:
 
 # Review
 
+@checked
 def candidates() -> Call[CandidateList]:
     """`GET /v1/candidates`: the caller's pending candidates."""
     return _get("/v1/candidates", CandidateList)
 
 
+@checked
 def confirm(candidate_id: str, /, *, text: str | None = None,
             acknowledge_sensitive: bool | None = None) -> Call[MemoryOut]:
     """`POST /v1/candidates/{id}/confirm`, optionally with an edited text; a sensitive candidate needs
@@ -225,21 +244,25 @@ def confirm(candidate_id: str, /, *, text: str | None = None,
                  json=_body(text=text, acknowledge_sensitive=acknowledge_sensitive))
 
 
+@checked
 def reject(candidate_id: str, /) -> Call[Rejected]:
     """`POST /v1/candidates/{id}/reject`."""
     return _post(_path("/v1/candidates/{}/reject", candidate_id), Rejected)
 
 
+@checked
 def insights(*, status: Literal["proposed", "confirmed", "invalidated"] | None = None) -> Call[InsightList]:
     """`GET /v1/insights`: derived judgments, optionally of one status."""
     return _get("/v1/insights", InsightList, status=status)
 
 
+@checked
 def confirm_insight(insight_id: str, /) -> Call[InsightOut]:
     """`POST /v1/insights/{id}/confirm`: recall returns it from now on."""
     return _post(_path("/v1/insights/{}/confirm", insight_id), InsightOut)
 
 
+@checked
 def reject_insight(insight_id: str, /) -> Call[InsightOut]:
     """`POST /v1/insights/{id}/reject`."""
     return _post(_path("/v1/insights/{}/reject", insight_id), InsightOut)
@@ -247,6 +270,7 @@ def reject_insight(insight_id: str, /) -> Call[InsightOut]:
 
 # Controls and export
 
+@checked
 def settings(*, learning_paused: bool | None = None, use_paused: bool | None = None) -> Call[PersonSettingsOut]:
     """`GET /v1/settings` without arguments; `PUT /v1/settings` with both (the whole document, so
     retried like any PUT)."""
@@ -258,6 +282,7 @@ def settings(*, learning_paused: bool | None = None, use_paused: bool | None = N
                 json={"learning_paused": learning_paused, "use_paused": use_paused})
 
 
+@checked
 def export(*, format: Literal["json", "markdown"] = "json") -> Call[ExportOut | str]:
     """`GET /v1/export`: the caller's confirmed memories with evidence and history; an `ExportOut`,
     or with `format="markdown"` the Markdown text."""
@@ -268,6 +293,7 @@ def export(*, format: Literal["json", "markdown"] = "json") -> Call[ExportOut | 
     return Call("GET", "/v1/export", read, idempotent=True, params={"format": format})
 
 
+@checked
 def admin_status() -> Call[AdminStatus]:
     """`GET /v1/admin/status` (admins and operators): dependencies, backlogs, budget use."""
     return _get("/v1/admin/status", AdminStatus)

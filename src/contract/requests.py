@@ -109,7 +109,7 @@ class CorrectIn(BaseModel):
 
 class RecallIn(BaseModel):
     model_config = ConfigDict(extra="ignore", json_schema_extra=extra(examples.RECALL_IN))
-    query: Text = ""
+    query: Text  # required: a body without it is a mistake, answered 422 naming it (API.md)
     as_of: Instant | None = None
     max_bytes: Annotated[int, Field(strict=True, ge=0, le=1_000_000)] = 17_500
     limit: Annotated[int, Field(strict=True, ge=1, le=200)] = 20

@@ -203,15 +203,24 @@ def test_mcp_over_http_needs_a_valid_bearer_token(serve: Serve) -> None:
     headers = {"Accept": "application/json, text/event-stream"}
     forged = token(user="mallory").rsplit(".", 1)[0] + ".AAAA"
     for auth in ({}, {"Authorization": f"Bearer {forged}"}, {"Authorization": "Basic YTpi"}):
+        code = "invalid_token" if "AAAA" in auth.get("Authorization", "") else "unauthenticated"
         r = httpx.post(serve.url + "/mcp", json=initialize, headers={**headers, **auth})
-        is_problem(r, 401, "invalid_token" if "AAAA" in auth.get("Authorization", "") else "unauthenticated")
-        assert r.headers["www-authenticate"] == "Bearer"
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["error"]["data"]["code"] == code  # a JSON-RPC error, as MCP clients read one
+        is_problem(httpx.post(serve.url + "/mcp", json=initialize, headers=auth), 401, code)  # to anyone else
 
     async def steps(client: Client) -> Any:
         return await client.list_tools()
 
-    with pytest.raises(BaseException):  # noqa: B017 - the SDK reports the 401 in its own way
+    with pytest.raises(BaseException) as refused:  # an exception group, or the SDK's own error
         run(over_http(serve), forged, steps)
+    said = " ".join(str(e) for e in _flat(refused.value))
+    assert "invalid_token: " in said and "-32603" not in said, said  # the SDK shows the problem's code and detail
+
+
+def _flat(error: BaseException) -> list[BaseException]:
+    inner = getattr(error, "exceptions", None)
+    return [error] if not inner else [e for sub in inner for e in _flat(sub)]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

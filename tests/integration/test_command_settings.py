@@ -38,3 +38,20 @@ def test_serve_refuses_a_token_secret_short_enough_to_guess(tmp_path: Path) -> N
     assert "ENGRAM_TOKEN_SECRET: " in r.stderr and "at least 32 bytes" in r.stderr
     assert "hunter2" not in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "pgdata").exists() and not any(tmp_path.iterdir())  # refused before anything started
+
+
+def test_token_refuses_to_make_a_data_directory_it_did_not_find(tmp_path: Path) -> None:
+    """Run in the wrong directory, it used to make ./.engram and sign with a secret no service knew."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    r = subprocess.run([ENGRAM, "token", "--company", "acme", "--user", "alice"], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "no Engram data directory at" in r.stderr and "--create" in r.stderr and "Traceback" not in r.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing made
+    made = subprocess.run([ENGRAM, "token", "--company", "acme", "--user", "alice", "--create"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0 and made.stdout.count(".") == 2, made.stderr  # a JWT
+    assert any(tmp_path.rglob("master.key"))
+    again = subprocess.run([ENGRAM, "token", "--company", "acme", "--user", "alice"], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0  # found now

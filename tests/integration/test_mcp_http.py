@@ -54,11 +54,19 @@ class Session:
         return bool(result.get("isError")), result["content"][0]["text"]
 
 
+def is_mcp_error(r: Any, status: int, code: str) -> None:
+    """A refusal as MCP clients read it: a JSON-RPC error whose data is the problem document."""
+    assert r.status_code == status and r.headers["content-type"] == "application/json", (r.status_code, r.text)
+    error = r.json()["error"]
+    assert error["message"].startswith(f"{code}: ") and error["data"]["code"] == code
+    assert error["data"]["status"] == status
+
+
 def test_the_session_manager_starts_with_each_run_of_the_app(engram: Any) -> None:
     app = create_app(engram, SECRET)
     not_started = TestClient(app).post("/mcp", headers={**ACCEPT, "Authorization": f"Bearer {token()}"},
                                        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    is_problem(not_started, 503, "unavailable")  # no lifespan, no session manager
+    is_mcp_error(not_started, 503, "unavailable")  # no lifespan, no session manager
     for _ in range(2):  # a manager runs once: each start of the app needs its own
         with TestClient(app) as client:
             tools = Session(client, token()).request("tools/list", {})["tools"]
@@ -92,7 +100,14 @@ def test_tokens_are_checked_like_every_route(client: TestClient) -> None:
     for bearer, code in ((expired, "token_expired"), (too_long, "token_lifetime_too_long"), (other_secret, "invalid_token")):
         r = client.post("/mcp", headers={**ACCEPT, "Authorization": f"Bearer {bearer}"},
                         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-        is_problem(r, 401, code)
+        # to an MCP client: a JSON-RPC error its SDK shows, carrying the problem (the same 401 and header)
+        assert r.status_code == 401 and r.headers["content-type"] == "application/json"
+        assert r.headers["www-authenticate"] == "Bearer"
+        error = r.json()["error"]
+        assert error["code"] == -32001 and error["message"].startswith(f"{code}: ")
+        assert error["data"]["code"] == code and error["data"]["status"] == 401 and error["data"]["reason"]
+        # to anything else: the problem document, as every route answers
+        is_problem(client.post("/mcp", headers={"Authorization": f"Bearer {bearer}"}, json={}), 401, code)
 
 
 def test_an_unregistered_bot_reads_nothing_and_writes_nothing(client: TestClient) -> None:
@@ -121,7 +136,7 @@ def test_a_session_ends_only_by_the_identity_that_opened_it(client: TestClient) 
     for intruder in (token(user="bob"), token(company="beta", user="alice"), token(role="bot", bot="b-1")):
         r = client.delete("/mcp", headers={**ACCEPT, "Authorization": f"Bearer {intruder}",
                                            "mcp-session-id": alice.session_id, "mcp-protocol-version": "2025-06-18"})
-        is_problem(r, 404, "not_found")
+        is_mcp_error(r, 404, "not_found")
     assert len(alice.request("tools/list", {})["tools"]) == 8  # still open
     again = Session(client, token(user="alice"), session_id=alice.session_id)  # a fresh token of hers may end it
     r = client.delete("/mcp", headers={**ACCEPT, "Authorization": f"Bearer {again.bearer}",

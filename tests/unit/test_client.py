@@ -80,9 +80,11 @@ def test_the_wait_grows_is_capped_and_honours_retry_after() -> None:
     assert 1 < (retry_after(_answer(503, **{"Retry-After": format_datetime(
         datetime.now(UTC) + timedelta(seconds=3), usegmt=True)})) or 0) <= 3
     assert retry_after(_answer(503, **{"Retry-After": "soon"})) is None
-    for status in (200, 429, 500, 502):
+    assert policy.wait(recall, 0, _answer(429, **{"Retry-After": "2"})) == 2  # rate_limited: after its wait
+    for status in (200, 500, 502):
         assert policy.wait(recall, 0, _answer(status)) is None
     assert policy.wait(correct, 0, _answer(503)) is None
+    assert policy.wait(correct, 0, _answer(429, **{"Retry-After": "1"})) is None
 
 
 def test_lost_connections_are_retried_for_idempotent_calls_only() -> None:
@@ -106,3 +108,23 @@ def test_both_clients_have_every_call_with_its_own_signature() -> None:
     sync.close()
     asyncio.run(asynchronous.aclose())
     assert sync.is_closed and asynchronous.is_closed
+
+
+def test_arguments_are_checked_before_anything_is_sent() -> None:
+    """`remember(source="chat")` once failed inside the client with an AttributeError."""
+    with pytest.raises(TypeError) as wrong:
+        calls.remember(text="I like tea", source="chat")  # type: ignore[arg-type]
+    said = str(wrong.value)
+    assert said.startswith("remember(): source cannot be str") and 'for example source={"kind": "chat"' in said
+    with pytest.raises(TypeError, match=r"recall\(\): query is required"):
+        calls.recall()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"recall\(\): limit cannot be str"):
+        calls.recall(query="tea", limit="5")  # type: ignore[arg-type]  # never converted
+    with pytest.raises(TypeError, match=r"memory\(\): memory_id cannot be int"):
+        calls.memory(5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"remember\(\): tags cannot be str"):
+        calls.remember(text="x", source={"kind": "chat", "id": "c"}, tags="reports")  # type: ignore[arg-type]
+    source = SourceOut(kind="chat", id="chat-42", message_id="m-8")  # a memory's own source, as a model
+    sent = calls.remember(text="I like tea", source=source, occurred_at=datetime(2026, 11, 2, tzinfo=UTC))
+    assert sent.json["source"] == {"kind": "chat", "id": "chat-42", "message_id": "m-8"} and sent.idempotent
+    assert calls.memory("a/b").path == "/v1/memories/a%2Fb"
