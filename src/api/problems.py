@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from engram.adapters.availability import RETRY_AFTER_SECONDS, UNAVAILABLE_ERRORS, DatabaseUnavailable
+from engram.contract.examples import ARGUMENTS
 from engram.domain.errors import DomainError, RateLimited
 
 log = logging.getLogger("engram.api")
@@ -80,8 +81,6 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc if p != "body") or "body"
 
 
-# The least a valid value of these looks like, where the models' own examples show more than is needed.
-FIELD_EXAMPLES: dict[str, Any] = {"source": {"kind": "chat", "id": "chat-42"}}
 _NONE = object()
 
 
@@ -104,8 +103,8 @@ def example_of(request: Request, loc: tuple[Any, ...]) -> Any:
     named = [p for p in loc if isinstance(p, str) and p != "body"]
     if loc[:1] != ("body",) or not named:
         return _NONE
-    if named[-1] in FIELD_EXAMPLES and loc[-1] == named[-1]:
-        return FIELD_EXAMPLES[named[-1]]
+    if named[-1] in ARGUMENTS and loc[-1] == named[-1]:
+        return ARGUMENTS[named[-1]]
     body = getattr(request.scope.get("route"), "body_field", None)
     annotation = getattr(getattr(body, "field_info", None), "annotation", None)
     for model in typing.get_args(annotation) or (annotation,):

@@ -12,15 +12,10 @@ from typing import Any, TypeVar
 
 from pydantic import ConfigDict, ValidationError, validate_call
 
+from engram.contract.examples import ARGUMENTS
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-TIME = "2026-11-02T09:00:00+08:00"
-EXAMPLES: dict[str, Any] = {
-    "source": {"kind": "chat", "id": "chat-42", "message_id": "m-8"},
-    "occurred_at": TIME, "as_of": TIME, "valid_from": TIME, "valid_to": TIME,
-    "tags": ["reports"], "ids": ["6f1c2d1e-8b0a-4c55-9a57-0e3f5b1d2c44"],
-    "messages": [{"receipt_id": "r-1", "author": "user", "text": "I prefer tea", "source": {"kind": "chat", "id": "chat-42"}}],
-}
 _STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True)
 
 
@@ -43,8 +38,8 @@ def _explain(call: Callable[..., Any], error: ValidationError) -> str:
     sentences = []
     for argument, (where, wrong) in found.items():
         sentence = f"{call.__name__}(): {where} {wrong}"
-        if argument in EXAMPLES:
-            sentence += f"; for example {argument}={json.dumps(EXAMPLES[argument], ensure_ascii=False)}"
+        if argument in ARGUMENTS:
+            sentence += f"; for example {argument}={json.dumps(ARGUMENTS[argument], ensure_ascii=False)}"
         sentences.append(sentence)
     return "; ".join(sentences)
 

@@ -38,6 +38,15 @@ DIRECTORY_IN = {"teams": {"t-risk": {"members": ["alice", "bob"]}},
                 "bots": {"b-helper": {"teams": ["t-risk"], "sources": ["s-jira"]}}}
 SETTINGS_IN = {"learning_paused": False, "use_paused": False}
 
+# A valid value of each argument or field a caller gets wrong most, from the documents above: shown by a
+# 422's `errors[].example` and by the Python client's TypeError (and checked against the TypeScript
+# client's), so every place that says "for example" says the same thing.
+ARGUMENTS: dict[str, Any] = {
+    "source": SOURCE, "occurred_at": REMEMBER_IN["occurred_at"], "as_of": REMEMBER_IN["occurred_at"],
+    "valid_from": CORRECT_IN["valid_from"], "valid_to": CORRECT_IN["valid_from"], "tags": REMEMBER_IN["tags"],
+    "ids": FORGET_MANY_IN["ids"][:1], "messages": [RECEIPT_IN],
+}
+
 # -- answers --------------------------------------------------------------------------------------
 
 EVIDENCE = {"quote": TEXT, "source": SOURCE, "occurred_at": AT}

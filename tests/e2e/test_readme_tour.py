@@ -6,6 +6,7 @@ Python block with the package's client; only the service's address is changed, t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,7 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
 import pytest
+from mcp import Client as McpClient
+from mcp import Implementation, StdioServerParameters
 
 from tests.e2e.test_client import serve  # noqa: F401 - the module's running service
 from tests.support.helpers import SECRET, token
@@ -72,3 +77,68 @@ def test_the_python_tour_runs_as_written(serve: str) -> None:  # noqa: F811
     lines = done.stdout.strip().splitlines()
     assert "('Risks come first in every report', 'Risks come first in every report')" in lines[0]
     assert lines[1] in ("stopped_using", "purge_complete")
+
+
+def _block(heading: str, language: str) -> str:
+    """The first `language` block of the README section under `heading`."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index(heading):]
+    found = re.search(rf"```{language}\n(.*?)```", section, re.S)
+    assert found, f"the README's {heading!r} has a {language} block"
+    return found.group(1)
+
+
+def test_the_mcp_configuration_runs_as_written(serve: str) -> None:  # noqa: F811
+    """The stdio configuration, with only its two placeholders filled in: the SDK's client starts the
+    command with exactly that environment and finds the eight tools and the person's memory."""
+    engram = json.loads(_block("### Connecting an MCP client", "json"))["mcpServers"]["engram"]
+    assert engram["command"] == "/path/to/.venv/bin/engram" and engram["env"]["ENGRAM_URL"] == DEFAULT_URL
+    assert engram["env"]["ENGRAM_TOKEN"] == "<the person's token>"
+    bearer = token(company="acme", user="tour-mcp")
+    env = {**engram["env"], "ENGRAM_URL": serve, "ENGRAM_TOKEN": bearer}
+    command = str(Path(sys.executable).parent / "engram")  # the .venv this suite runs from
+
+    async def steps() -> tuple[set[str], str]:
+        params = StdioServerParameters(command=command, args=engram["args"], env=env)
+        async with McpClient(params, client_info=Implementation(name="readme", version="1")) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            said = await client.call_tool("remember", {"text": "The standup moved to 9:30"})
+            assert not said.is_error, said.content
+            found = await client.call_tool("recall", {"query": "when is the standup"})
+            assert not found.is_error and found.content[0].type == "text", found.content
+            return names, found.content[0].text
+
+    names, recalled = anyio.run(steps)
+    assert names == {"recall", "remember", "list_memories", "get_memory", "memory_history", "correct_memory",
+                     "forget_memory", "forget_status"}
+    assert "The standup moved to 9:30" in json.loads(recalled)["items"][0]["text"]
+
+
+def test_the_page_link_signs_the_person_in(serve: str) -> None:  # noqa: F811
+    """The shell line that prints a person's link, run as written: the link signs Alice in with a
+    session cookie, drops the token from the address, and her page opens."""
+    line = _block("## The person's page", "sh")
+    done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + line], cwd=ROOT, env=_environment(serve),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    link = done.stdout.strip()
+    assert link.startswith(DEFAULT_URL + "/memory?token=")
+    with httpx.Client(base_url=serve) as browser:
+        signed = browser.get(link.removeprefix(DEFAULT_URL))
+        assert signed.status_code == 303 and "token=" not in signed.headers["location"]
+        assert browser.cookies, "a session cookie"
+        page = browser.get(signed.headers["location"])
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert "alice" in page.text
+
+
+def test_the_two_commands_are_the_ones_make_and_ci_run() -> None:
+    """The README's first block: `make serve` runs `engram serve` from .venv, and `.ci/run` runs the
+    same `make test` (which this suite is)."""
+    block = _block("## The two commands", "sh")
+    assert [line.split("#")[0].strip() for line in block.strip().splitlines()] == ["make serve", "make test"]
+    dry = subprocess.run(["make", "-n", "serve"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0 and ".venv/bin/engram serve" in dry.stdout, dry.stdout + dry.stderr
+    recipe = re.search(r"^test: .*\n\t(.*)$", (ROOT / "Makefile").read_text(), re.M)  # not run: it is this suite
+    assert recipe and "-m pytest -q tests" in recipe.group(1)
+    assert (ROOT / ".ci" / "run").read_text().rstrip().endswith("make test")

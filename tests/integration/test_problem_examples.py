@@ -17,8 +17,8 @@ def invalid(r: Any) -> dict[str, Any]:
 def test_a_missing_source_shows_what_one_looks_like(client) -> None:
     r = client.post("/v1/memories", headers=auth(), json={"text": "I keep the spare key under the blue pot"})
     found = invalid(r)
-    assert found["source"]["example"] == {"kind": "chat", "id": "chat-42"}
-    assert 'source: Field required (for example {"kind": "chat", "id": "chat-42"})' in r.json()["detail"]
+    assert found["source"]["example"] == {"kind": "chat", "id": "chat-42", "message_id": "m-8"}
+    assert 'source: Field required (for example {"kind": "chat", "id": "chat-42", "message_id": "m-8"})' in r.json()["detail"]
     assert "blue pot" not in r.text  # the submitted text is never echoed
 
 
@@ -46,4 +46,4 @@ def test_a_batch_names_the_message_and_its_field(client) -> None:
     assert r.status_code == 422, r.text
     fields = {e["field"]: e for e in r.json()["errors"]}
     source = next(v for k, v in fields.items() if k.endswith("source"))
-    assert source["example"] == {"kind": "chat", "id": "chat-42"}, json.dumps(fields)
+    assert source["example"] == {"kind": "chat", "id": "chat-42", "message_id": "m-8"}, json.dumps(fields)
