@@ -249,7 +249,7 @@ def measure_engram(work: Path, scenario: str, seconds: float, processes: int, en
         wrk(url, script.replace(f'"{run}"', f'"{run}-warm"'), min(connections, 16), 2, work)  # warm up
         server_pid = [serve.proc.pid] if serve.proc is not None else []
         server, database = cpu_seconds(lambda: server_pid), cpu_seconds(lambda: _postmaster(data))
-        stop, took, failed = threading.Event(), [], []
+        stop, took, failed = threading.Event(), list[float](), list[int]()
         recaller = threading.Thread(target=_recaller, args=(url, stop, took, failed), daemon=True)
         if scenario == "mixed":
             recaller.start()

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 
 DUPLICATE, UPDATE = "duplicate", "update"
 
-_CONTRACTIONS = ((r"\bi'm\b", "i am"), (r"\bi've\b", "i have"), (r"\bwe're\b", "we are"), (r"\bwe've\b", "we have"),
-                 (r"n't\b", " not"), (r"\b(standup|meeting|sync|retro|call|class)'s\b", r"\1 is"),
-                 (r"\b(manager|boss|lead|supervisor)'s\b", r"\1 is"))
+# every one has an apostrophe: a text without one skips them all
+_CONTRACTIONS = tuple((re.compile(p), r) for p, r in (
+    (r"\bi'm\b", "i am"), (r"\bi've\b", "i have"), (r"\bwe're\b", "we are"), (r"\bwe've\b", "we have"),
+    (r"n't\b", " not"), (r"\b(standup|meeting|sync|retro|call|class)'s\b", r"\1 is"),
+    (r"\b(manager|boss|lead|supervisor)'s\b", r"\1 is")))
 _FILLERS_EN = re.compile(
     r"\b(?:as i (?:said|mentioned|told you)(?: before| earlier)?|like i (?:said|mentioned)(?: before)?|"
     r"as i've said|i told you(?: before)?|just so you know|for the record|by the way|btw|fyi|actually|really|"
@@ -47,6 +49,8 @@ _LIGHT_EN = frozenset(
 _LIGHT_ZH = frozenset("是的在我们个这那去有用叫还常也就")
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _PUNCT = re.compile(r"[^\w\s:]+")
+_SPACE = re.compile(r"\s")
+_SPACE_PUNCT_ZH = re.compile(r"[\s,，。.!！?？、;；:：~～…\"'“”‘’()（）]+")
 
 _TAIL_EN = re.compile(r"\s+(?:last|this|next|since|from|until|in (?:january|february|march|april|may|june|july|"
                       r"august|september|october|november|december|spring|summer|autumn|fall|winter|\d{4})|"
@@ -118,26 +122,27 @@ class Slot:
 
 def _normal_en(text: str) -> str:
     t = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
-    for pattern, repl in _CONTRACTIONS:
-        t = re.sub(pattern, repl, t)
+    if "'" in t:
+        for pattern, repl in _CONTRACTIONS:
+            t = pattern.sub(repl, t)
     t = _FILLERS_EN.sub(" ", t)
     t = _PUNCT.sub(" ", t.replace("'s ", " ").replace("'", ""))
-    return re.sub(r"\s+", " ", t).strip()
+    return " ".join(t.split())  # runs of whitespace as one space, none at the ends
 
 
 def _normal_zh(text: str) -> str:
     t = unicodedata.normalize("NFKC", text).casefold()
     t = _FILLERS_ZH.sub("", t)
-    return re.sub(r"[\s,，。.!！?？、;；:：~～…\"'“”‘’()（）]+", "", t)
+    return _SPACE_PUNCT_ZH.sub("", t)
 
 
 def _is_chinese(text: str) -> bool:
-    return len(_CJK.findall(text)) >= max(2, len(re.sub(r"\s", "", text)) // 3)
+    return len(_CJK.findall(text)) >= max(2, len(_SPACE.sub("", text)) // 3)
 
 
-def _words(text: str) -> frozenset[str]:
+def _words_of(normal: str) -> frozenset[str]:
     out = set()
-    for w in _normal_en(text).split():
+    for w in normal.split():
         if w in _STOP_EN:
             continue
         out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
@@ -153,18 +158,56 @@ def _value_zh(value: str) -> str:
     return _TAIL_ZH.sub("", value.strip()).rstrip("的了住")
 
 
-def slot(text: str) -> Slot | None:
+class Statement:
+    """One statement's forms the rules compare, each worked out once when first asked for: a remember
+    compares its text with up to eight memories, and each comparison asked for them again."""
+
+    __slots__ = ("text", "_chinese", "_normal", "_words", "_slot")
+    _UNSET: object = object()
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._chinese: bool | None = None
+        self._normal: str | None = None
+        self._words: frozenset[str] | None = None
+        self._slot: object = Statement._UNSET
+
+    @staticmethod
+    def of(said: str | Statement) -> Statement:
+        return said if isinstance(said, Statement) else Statement(said)
+
+    @property
+    def chinese(self) -> bool:
+        if self._chinese is None:
+            self._chinese = _is_chinese(self.text)
+        return self._chinese
+
+    @property
+    def normal(self) -> str:
+        """Normalised as its language's rules read it (`_normal_zh` or `_normal_en`)."""
+        if self._normal is None:
+            self._normal = _normal_zh(self.text) if self.chinese else _normal_en(self.text)
+        return self._normal
+
+    @property
+    def words(self) -> frozenset[str]:
+        """Its content words as the English rules read them (`_words`), whatever its language."""
+        if self._words is None:
+            self._words = _words_of(_normal_en(self.text) if self.chinese else self.normal)
+        return self._words
+
+    @property
+    def slot(self) -> Slot | None:
+        if self._slot is Statement._UNSET:
+            t = self.normal
+            self._slot = None if _NEGATED.search(t) else (_slot_zh(t) if self.chinese else _slot_en(t))
+        return self._slot  # type: ignore[return-value]
+
+
+def slot(text: str | Statement) -> Slot | None:
     """The single-valued slot the statement fills, if the rules recognise one (never for a negation or
     a past state: "I no longer live in Berlin", "I used to work at Zeta")."""
-    if _is_chinese(text):
-        t = _normal_zh(text)
-        if _NEGATED.search(t):
-            return None
-        return _slot_zh(t)
-    t = _normal_en(text)
-    if _NEGATED.search(t):
-        return None
-    return _slot_en(t)
+    return Statement.of(text).slot
 
 
 def _slot_en(t: str) -> Slot | None:
@@ -201,19 +244,20 @@ def _slot_zh(t: str) -> Slot | None:
     return None
 
 
-def same_words(a: str, b: str) -> bool:
+def same_words(a: str | Statement, b: str | Statement) -> bool:
     """Both say the same words, fillers and function words aside (a duplicate at any slot or none)."""
-    if _is_chinese(a) != _is_chinese(b):
+    sa, sb = Statement.of(a), Statement.of(b)
+    if sa.chinese != sb.chinese:
         return False
-    if _is_chinese(a):
-        na, nb = _normal_zh(a), _normal_zh(b)
+    if sa.chinese:
+        na, nb = sa.normal, sb.normal
         if not na or not nb:
             return False
         if na == nb:
             return True
         ca, cb = set(na) - _LIGHT_ZH, set(nb) - _LIGHT_ZH  # the same characters, light ones aside
         return bool(ca) and ca == cb and len(ca) >= 3 and _same_order(na, nb, ca)
-    wa, wb = _words(a) - _LIGHT_EN, _words(b) - _LIGHT_EN
+    wa, wb = sa.words - _LIGHT_EN, sb.words - _LIGHT_EN
     return bool(wa) and wa == wb
 
 
@@ -234,12 +278,13 @@ def same_values(a: str, b: str) -> bool:
     return {v.casefold() for v in pattern.findall(a)} == {v.casefold() for v in pattern.findall(b)}
 
 
-def _adds_nothing(new: str, old: str) -> bool:
+def _adds_nothing(new: Statement, old: Statement) -> bool:
     """Every content word (or character) of `new` is in `old`, in other words or an other order aside:
     "As I said before, I live in Porto" adds nothing to "I live in Porto"; "..., and I like it" does."""
-    if _is_chinese(new):
-        return set(_normal_zh(new)) - _LIGHT_ZH - _SAID_BEFORE_ZH <= set(_normal_zh(old))
-    return _words(new) - _LIGHT_EN - _SAID_BEFORE_EN <= _words(old)
+    if new.chinese:
+        theirs = old.normal if old.chinese else _normal_zh(old.text)
+        return set(new.normal) - _LIGHT_ZH - _SAID_BEFORE_ZH <= set(theirs)
+    return new.words - _LIGHT_EN - _SAID_BEFORE_EN <= old.words
 
 
 _SAID_BEFORE_EN = {"said", "before", "told", "already", "again", "mentioned", "earlier", "reminder",
@@ -254,11 +299,13 @@ def _same_order(a: str, b: str, chars: set[str]) -> bool:
     return order(a) == order(b)
 
 
-def relate(new: str, old: str) -> str | None:
-    """`duplicate`, `update` or None: how `new` stands to `old`, the person's own earlier statement."""
+def relate(new: str | Statement, old: str | Statement) -> str | None:
+    """`duplicate`, `update` or None: how `new` stands to `old`, the person's own earlier statement.
+    Give a `Statement` for a text compared more than once."""
+    new, old = Statement.of(new), Statement.of(old)
     if same_words(new, old):
         return DUPLICATE
-    a, b = slot(new), slot(old)
+    a, b = new.slot, old.slot
     if a is None or b is None or not _same_slot(a.name, b.name):
         return None
     if a.value == b.value:  # the same value: a duplicate, unless the new one says more besides
@@ -281,10 +328,11 @@ def _same_slot(a: str, b: str) -> bool:
     return bool(wa and wb) and (wa <= wb or wb <= wa)
 
 
-def search_words(text: str) -> str:
+def search_words(said: str | Statement) -> str:
     """The text, and the words of the slot it fills, so that a words search finds the memory a change
     changes ("I moved to Lisbon" finds "I live in Berlin")."""
-    found = slot(text)
+    statement = Statement.of(said)
+    text, found = statement.text, statement.slot
     if found is None:
         return text
     extra = SLOT_WORDS.get(found.name.split(":")[0], found.name.split(":", 1)[-1])

@@ -11,7 +11,7 @@ from uuid import UUID
 from engram.adapters.blind_index import BlindIndex
 from engram.domain.access import Access
 from engram.domain.clock import Clock
-from engram.domain.relation import DUPLICATE, UPDATE, relate, same_values, search_words
+from engram.domain.relation import DUPLICATE, UPDATE, Statement, relate, same_values, search_words
 from engram.domain.scope import Scope
 
 from .ports import Keys
@@ -72,14 +72,15 @@ class Relations:
         one is configured (an embedding and a metered call: a request to remember pays neither)."""
         caller = access.caller
         filters = visible_filters(access, self.index, self.clock.now())
-        terms, weights = self.index.recall_terms(caller.company, search_words(text))
+        new = Statement(text)  # its forms worked out once, for every memory it is compared with
+        terms, weights = self.index.recall_terms(caller.company, search_words(new))
         rows = self.queries.search(terms=terms, weights=weights, limit=DEPTH, **filters) if terms else []
         olds: dict[str, str | None] = {}  # unsealed as they are judged: a duplicate found first ends it
         update: dict[str, str] | None = None
         for row in rows:
             memory_id = str(row["memory_id"])
             old = olds[memory_id] = self._comparable(access, scope, row)
-            kind = relate(text, old) if old else None
+            kind = relate(new, old) if old else None
             if kind == DUPLICATE:
                 return {"kind": DUPLICATE, "memory_id": memory_id}
             if kind == UPDATE and update is None:
@@ -111,14 +112,15 @@ class Relations:
         """A pending candidate of the same person and scope that says the same thing, newest first."""
         caller = access.caller
         rows = self.queries.candidates(company=caller.company, person=caller.person, newest=PENDING_DEPTH)
+        new = Statement(text)
         for row in reversed(rows):
-            if self._judge(access, scope, text, row) == DUPLICATE:
+            if self._judge(access, scope, new, row) == DUPLICATE:
                 return UUID(str(row["memory_id"]))
         return None
 
-    def _judge(self, access: Access, scope: Scope, text: str, row: dict[str, Any]) -> str | None:
+    def _judge(self, access: Access, scope: Scope, new: Statement, row: dict[str, Any]) -> str | None:
         old = self._comparable(access, scope, row)
-        return relate(text, old) if old else None
+        return relate(new, old) if old else None
 
     def _comparable(self, access: Access, scope: Scope, row: dict[str, Any]) -> str | None:
         """The row's text, when it is the same person's in the same place and the caller may use it."""
