@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -130,15 +131,16 @@ class InboxQueries:
     def __init__(self, datastore: Any) -> None:
         self.datastore = datastore
 
-    def capture_stopped(self, company: str, person: str, source_blind: str | None) -> bool:
-        """`source_blind`: `BlindIndex.source` of the chat's id (ADR 0019)."""
-        if not source_blind:
-            return False
+    def captures_stopped(self, company: str, person: str, source_blinds: Collection[str]) -> set[str]:
+        """Which of these chats (`BlindIndex.source` of their ids, ADR 0019) the person stopped capture in:
+        one statement for a whole batch of messages."""
+        if not source_blinds:
+            return set()
         with self.datastore.get_connection() as conn:
-            return conn.execute(
-                "SELECT 1 FROM engram_capture_stops WHERE company = %s AND person = %s AND source_blind = %s",
-                (company, person, source_blind),
-            ).fetchone() is not None
+            rows = conn.execute(
+                "SELECT source_blind FROM engram_capture_stops WHERE company = %s AND person = %s"
+                " AND source_blind = ANY(%s)", (company, person, list(source_blinds))).fetchall()
+        return {r["source_blind"] for r in rows}
 
     def get(self, receipt_uuid: UUID) -> dict[str, Any] | None:
         with self.datastore.get_connection() as conn:

@@ -101,10 +101,12 @@ class LearningService:
                 access.require_restricted_scope(m["team"], Source.of(m["source"]).id)  # its candidates' scope
         rids = [receipt_uuid(caller.company, caller.person, m["receipt_id"]) for m in messages]
         known: dict[UUID, Receipt] = self.ledger.get_many(list(dict.fromkeys(rids)), Receipt)
+        fresh = [m for rid, m in zip(rids, messages, strict=True) if rid not in known]
+        stopped = self._stopped(caller, fresh)  # the chats of the batch where capture was stopped: one query
         new: dict[UUID, dict[str, Any]] = {}
         for rid, m in zip(rids, messages, strict=True):
             if rid not in known:  # (the same receipt twice in one batch is made once)
-                known[rid] = self._receipt(caller, access, m)
+                known[rid] = self._receipt(caller, access, m, stopped)
                 new[rid] = m
         if new:  # every receipt has a key: its source is sealed even without its text (ADR 0019)
             try:
@@ -113,7 +115,7 @@ class LearningService:
                 for rid, m in new.items():  # the failed save took their events and keys with it: again, one by one
                     stored = self._get(rid)
                     if stored is None:
-                        known[rid] = self._receipt(caller, access, m)
+                        known[rid] = self._receipt(caller, access, m, stopped)
                         try:
                             self.ledger.create(known[rid], company=caller.company)
                             continue
@@ -122,15 +124,20 @@ class LearningService:
                     known[rid] = stored or known[rid]  # the other request's
         return ReceiptBatch(items=[ReceiptState.model_validate(self.receipt_view(known[rid])) for rid in rids])
 
-    def _receipt(self, caller: Caller, access: Access, m: dict[str, Any]) -> Receipt:
-        """A new receipt, its text kept only when it will be mined (else the reason it is ignored)."""
+    def _stopped(self, caller: Caller, messages: list[dict[str, Any]]) -> set[str]:
+        """The blinded ids (ADR 0019) of these messages' chats in which the person stopped capture."""
+        blinds = {self.memories.index.source(caller.company, Source.of(m["source"]).id) for m in messages}
+        return self.inbox.captures_stopped(caller.company, caller.person, {b for b in blinds if b})
+
+    def _receipt(self, caller: Caller, access: Access, m: dict[str, Any], stopped: set[str]) -> Receipt:
+        """A new receipt, its text kept only when it will be mined (else the reason it is ignored);
+        `stopped`: `_stopped` of its batch."""
         origin = Source.of(m["source"])
         text = m["text"]
         reason = None
         if m["kind"] in STOPS_CAPTURE:
             reason = "capture_stopped"
-        elif self.inbox.capture_stopped(caller.company, caller.person,
-                                        self.memories.index.source(caller.company, origin.id)):
+        elif self.memories.index.source(caller.company, origin.id) in stopped:
             reason = "capture_stopped"
         elif m["author"] != "user":
             reason = "not_user_text"

@@ -112,6 +112,21 @@ def test_controls_and_capture_stops(make) -> None:
     assert sorted(c["text"] for c in candidates(client)) == ["I like green tea", "I like jasmine"]
 
 
+
+def test_a_batch_across_chats_ignores_only_the_stopped_chats_messages(make) -> None:
+    """The chats where capture stopped are looked up once for a whole batch; each message is judged by
+    its own chat, whatever its place in the batch, and another person's stop is not this person's."""
+    system, client, _ = make()
+    client.post("/v1/receipts", json=receipt("r-stop", "May I run this tool?", kind="authorization_request"), headers=auth())
+    client.post("/v1/receipts", json=receipt("r-stop-b", "May I run this tool?", chat="chat-b", kind="authorization_request"),
+                headers=auth(user="bob"))
+    batch = [receipt("b-1", "I like oolong."), receipt("b-2", "I like jasmine.", chat="chat-other"),
+             receipt("b-3", "I like rooibos.", chat="chat-b"), receipt("b-4", "I like sencha.")]
+    states = {i["receipt_id"]: (i["state"], i.get("reason"))
+              for i in client.post("/v1/receipts", json={"messages": batch}, headers=auth()).json()["items"]}
+    assert states == {"b-1": ("ignored", "capture_stopped"), "b-2": ("queued", None), "b-3": ("queued", None),
+                      "b-4": ("ignored", "capture_stopped")}
+
 def test_llm_proposals_are_validated_on_the_server(make, llm) -> None:
     text = "Morning. I prefer window seats on long flights, and my password is tulip-4471."
     llm.proposals[text] = [
