@@ -125,9 +125,11 @@ class LearningService:
         return ReceiptBatch(items=[ReceiptState.model_validate(self.receipt_view(known[rid])) for rid in rids])
 
     def _stopped(self, caller: Caller, messages: list[dict[str, Any]]) -> set[str]:
-        """The blinded ids (ADR 0019) of these messages' chats in which the person stopped capture."""
-        blinds = {self.memories.index.source(caller.company, Source.of(m["source"]).id) for m in messages}
-        return self.inbox.captures_stopped(caller.company, caller.person, {b for b in blinds if b})
+        """The ids of these messages' chats in which the person stopped capture (the views know them
+        only blinded, ADR 0019: each chat's id is blinded once)."""
+        blinds = {self.memories.index.source(caller.company, chat): chat
+                  for chat in {Source.of(m["source"]).id for m in messages}}
+        return {blinds[b] for b in self.inbox.captures_stopped(caller.company, caller.person, blinds)}
 
     def _receipt(self, caller: Caller, access: Access, m: dict[str, Any], stopped: set[str]) -> Receipt:
         """A new receipt, its text kept only when it will be mined (else the reason it is ignored);
@@ -137,7 +139,7 @@ class LearningService:
         reason = None
         if m["kind"] in STOPS_CAPTURE:
             reason = "capture_stopped"
-        elif self.memories.index.source(caller.company, origin.id) in stopped:
+        elif origin.id in stopped:
             reason = "capture_stopped"
         elif m["author"] != "user":
             reason = "not_user_text"
