@@ -52,6 +52,13 @@ class BackupCopies(Protocol):
     def settled(self) -> list[dict[str, Any]]: ...
 
 
+
+def _settle_backups(curs: Cursor[Any], forget_id: str, evidence: str, purged_at: Any) -> None:
+    """A forget's `backups` copy recorded purged; the first answer stands (ADR 0060)."""
+    curs.execute("INSERT INTO engram_purge_copies (forget_id, copy, state, evidence, purged_at) "
+                 "VALUES (%s, %s, 'purged', %s, %s) ON CONFLICT (forget_id, copy) DO NOTHING",
+                 (forget_id, BACKUPS, evidence, purged_at))
+
 class PurgeTracker:
     def __init__(self, datastore: Any, copies: tuple[str, ...] = ALWAYS, backups: BackupCopies | None = None) -> None:
         self.datastore = datastore
@@ -107,11 +114,7 @@ class PurgeTracker:
         entries = self.backups.settled()
         with self.datastore.transaction(commit=True) as curs:
             for e in entries:
-                curs.execute(
-                    "INSERT INTO engram_purge_copies (forget_id, copy, state, evidence, purged_at) "
-                    "VALUES (%s, %s, 'purged', %s, %s) ON CONFLICT (forget_id, copy) DO NOTHING",
-                    (e["forget_id"], BACKUPS, e["evidence"], e["purged_at"]),
-                )
+                _settle_backups(curs, e["forget_id"], e["evidence"], e["purged_at"])
         return len(entries)
 
     # -- answers ---------------------------------------------------------------
@@ -161,11 +164,7 @@ class PurgeTracker:
         if self.backups is not None:
             self.backups.settle(forget_id, backups)
         with self.datastore.transaction(commit=True) as curs:
-            curs.execute(
-                "INSERT INTO engram_purge_copies (forget_id, copy, state, evidence, purged_at) "
-                "VALUES (%s, %s, 'purged', %s, %s) ON CONFLICT (forget_id, copy) DO NOTHING",
-                (forget_id, BACKUPS, backups.evidence, backups.purged_at),
-            )
+            _settle_backups(curs, forget_id, backups.evidence, backups.purged_at)
 
     def status(self, forget_id: str | None) -> str:
         if forget_id is None:
