@@ -72,8 +72,7 @@ def install(app: FastAPI, root: CompositionRoot, token_secret: str) -> None:
     deployment = root.settings
     app.add_middleware(Admission, rates=rates, refusal_delay=deployment.rate_refusal_delay,
                        turns=Turns(deployment.person_in_flight) if deployment.person_in_flight else None,
-                       verify=lambda token: caller_from_token(token_secret, token, issuers=deployment.token_issuers,
-                                                              max_lifetime=timedelta(days=deployment.max_token_days)))
+                       verify=lambda token: verified(token_secret, token, deployment))
 
 
 # -- the services: the composition root's attributes are read here and nowhere else in the HTTP API --
@@ -179,6 +178,12 @@ def bearer_token(request: Request) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
+def verified(secret: str, token: str | None, deployment: Settings) -> Caller:
+    """A person's token checked against this deployment's secret, issuers and longest lifetime."""
+    return caller_from_token(secret, token, max_lifetime=timedelta(days=deployment.max_token_days),
+                             issuers=deployment.token_issuers)
+
+
 def caller_of(request: Request, token: str | None, deployment: Settings, *, counted: bool = True) -> Caller:
     """The one check of a token, wherever it came from (the header here, a web page's session cookie),
     and of its person's and company's request rates (429 past them). A bearer token `Admission` checked
@@ -190,8 +195,7 @@ def caller_of(request: Request, token: str | None, deployment: Settings, *, coun
     if token is not None and parse_key(token) is not None:  # a bot key, for the person the request names
         caller = _root(request).bot_keys.caller(token, request.headers.get(PERSON_HEADER))
     else:
-        caller = caller_from_token(token_secret(request), token,
-                                   max_lifetime=timedelta(days=deployment.max_token_days), issuers=deployment.token_issuers)
+        caller = verified(token_secret(request), token, deployment)
     if counted:
         request.app.state.request_rates.admit(caller)
     return caller

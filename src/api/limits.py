@@ -119,12 +119,8 @@ class Admission:
             return
         try:
             self.rates.admit(caller)
-        except RateLimited as e:
-            limited: RateLimited | None = e
-        else:
-            limited = None
-        if limited is not None:
-            await self._refuse(caller, limited, scope, send)
+        except RateLimited as refused:
+            await self._refuse(caller, refused, scope, send)
             return
         scope.setdefault("state", {})[ADMITTED] = caller
         if self.turns is None or scope["path"].startswith(UNBOUNDED):
