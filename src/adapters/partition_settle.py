@@ -71,6 +71,10 @@ class PartitionSettle:
         finally:
             self._unwatch(key)
 
+    def settle_stored(self) -> None:
+        """Nothing to wait for: the readers of what was saved without waiting (the learning worker's claim)
+        are eventual in distributed mode, where the workers apply it (ADR 0063)."""
+
     async def visible(self, recordings: Sequence[Any], timeout: float) -> bool:
         """Wait on the running event loop, holding no thread; False when not visible within `timeout`."""
         wanted = self.wanted(recordings)

@@ -173,6 +173,11 @@ class ProjectorRunner:
             finally:
                 self._end_turn()
 
+    def settle_stored(self) -> None:
+        """`settle` of the last event stored so far (one query for it): background work reading what was
+        saved without waiting (receipts, ADR 0063) then finds all of it."""
+        self.settle(self.recorder.max_notification_id())
+
     def catch_up_all(self) -> None:
         self._take_turn(None)
         try:

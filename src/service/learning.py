@@ -108,16 +108,19 @@ class LearningService:
             if rid not in known:  # (the same receipt twice in one batch is made once)
                 known[rid] = self._receipt(caller, access, m, stopped)
                 new[rid] = m
+        # Receipts are eventually visible (API.md): the request returns after the commit, except when one
+        # stops capture, which the next request's `_stopped` must find in the views (ADR 0063).
+        visible = any(m["kind"] in STOPS_CAPTURE for m in new.values())
         if new:  # every receipt has a key: its source is sealed even without its text (ADR 0019)
             try:
-                self.ledger.create(*(known[rid] for rid in new), company=caller.company)  # each as stored
+                self.ledger.create(*(known[rid] for rid in new), company=caller.company, visible=visible)
             except Conflict:  # some arrived at the same time through another request: keep each once
                 for rid, m in new.items():  # the failed save took their events and keys with it: again, one by one
                     stored = self._get(rid)
                     if stored is None:
                         known[rid] = self._receipt(caller, access, m, stopped)
                         try:
-                            self.ledger.create(known[rid], company=caller.company)
+                            self.ledger.create(known[rid], company=caller.company, visible=visible)
                             continue
                         except Conflict:
                             stored = self._get(rid)
@@ -193,6 +196,7 @@ class LearningService:
 
     def work(self, limit: int = 10) -> int:
         """Claim and process up to `limit` receipts; returns how many reached an end state."""
+        self.ledger.caught_up()  # receipts were saved without waiting for the views
         now = self.clock.now()
         done = 0
         for rid in self.inbox.claim(now, now + self.rules.lease, limit):

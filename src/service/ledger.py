@@ -125,13 +125,21 @@ class Ledger:
         A lost race is a 409 with nothing written, keys included."""
         return self._save(aggregates, shreds=shreds)
 
-    def create(self, *aggregates: Any, company: str) -> Sequence[Any]:
+    def create(self, *aggregates: Any, company: str, visible: bool = True) -> Sequence[Any]:
         """Save new aggregates, each with a new data key of `company` stored in the same transaction
         as its first events (which it seals): one commit, and no key left behind by a save that failed.
-        An id that was forgotten gets no key and nothing is saved (MemoryForgotten); a lost race is a 409."""
-        return self._save(aggregates, keys=[self.keys.new(a.id, company) for a in aggregates])
+        An id that was forgotten gets no key and nothing is saved (MemoryForgotten); a lost race is a 409.
+        `visible=False`: return after the commit, the views applying the events in the background
+        (receipts, which API.md makes eventually visible; ADR 0063)."""
+        return self._save(aggregates, keys=[self.keys.new(a.id, company) for a in aggregates], visible=visible)
 
-    def _save(self, aggregates: Sequence[Any], *, shreds: Sequence[Shred] = (), keys: Sequence[Any] = ()) -> Sequence[Any]:
+    def caught_up(self) -> None:
+        """Every event stored so far is applied by the views this process waits for, before background
+        work reads what writes saved with `visible=False` (ADR 0063)."""
+        self.settler.settle_stored()
+
+    def _save(self, aggregates: Sequence[Any], *, shreds: Sequence[Shred] = (), keys: Sequence[Any] = (),
+              visible: bool = True) -> Sequence[Any]:
         self.saves += 1
         try:
             recordings = self.store.save(*aggregates, shreds=shreds, keys=keys)
@@ -140,7 +148,9 @@ class Ledger:
         if shreds and self.tombstones is not None:
             self.tombstones.committed(shreds)
         pending = collector()
-        if pending is not None and self.settler.defers:
+        if not visible:
+            pass  # the views' background loop applies them (woken by the insert's NOTIFY, or its poll)
+        elif pending is not None and self.settler.defers:
             pending.add(recordings)  # the HTTP layer waits for visibility without holding this thread
         else:
             self.settler.settle_recordings(recordings)

@@ -24,6 +24,11 @@ class Settler(Protocol):
 
     def settle_recordings(self, recordings: Sequence[Any]) -> object: ...
 
+    def settle_stored(self) -> object:
+        """Every event stored so far is visible to the views this process waits for (in-process
+        projectors); distributed mode's workers are not waited for (their readers are eventual)."""
+        ...
+
 
 class Keys(Protocol):
     """Per-aggregate data keys: destroying one makes its content unreadable in every copy."""

@@ -260,6 +260,7 @@ def test_an_account_forget_waits_for_a_learning_worker_still_holding_a_receipt(e
     receipt = {"receipt_id": "r-1", "author": "user", "text": "I prefer weekly reports as short bullet points.",
                "source": {"kind": "chat", "id": "chat-7", "message_id": "m-1"}}
     assert client.post("/v1/receipts", json=receipt, headers=ALICE).status_code == 202
+    engram.ledger.caught_up()  # receipts are eventually visible: a worker's turn begins with this
     now = engram.ledger.clock.now()
     [leased] = engram.learning.inbox.claim(now, now + timedelta(minutes=2), 10)  # a worker took it
 

@@ -208,9 +208,10 @@ def test_rollout_modes(settings, database, mode: str) -> None:
         system.close()
 
 
-def test_admin_status_and_metrics(client, world) -> None:
+def test_admin_status_and_metrics(engram, client, world) -> None:
     client.post("/v1/receipts", json={"receipt_id": "r-1", "author": "user", "text": "I like figs.",
                                       "source": {"kind": "chat", "id": "c-1", "message_id": "m-1"}}, headers=auth())
+    engram.ledger.caught_up()  # a receipt is eventually visible (API.md): here, at once
     for role in ("user", "bot"):
         r = client.get("/v1/admin/status", headers=auth(role=role, bot="b-helper"))
         assert r.status_code == 403 and r.json()["code"] == "forbidden"

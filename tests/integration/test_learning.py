@@ -113,6 +113,26 @@ def test_controls_and_capture_stops(make) -> None:
 
 
 
+def test_a_receipt_answers_after_its_commit_and_the_worker_finds_it(make) -> None:
+    """Receipts are eventually visible (API.md): the request does not wait for the views (ADR 0063), yet
+    its state is read from its own events, and a worker's turn first brings the views up to date. A stop
+    of capture is the exception: the next message in that chat must find it at once (test above)."""
+    system, client, _ = make()  # no background loop: nothing applies the events but a wait for them
+    r = client.post("/v1/receipts", json={"messages": [receipt("q-1", "I like figs."), receipt("q-2", "I like kiwis.")]},
+                    headers=auth())
+    assert r.status_code == 202 and [i["state"] for i in r.json()["items"]] == ["queued", "queued"]
+    rid = system.learning.ledger.store.recorder.max_notification_id()
+    assert system.learning.inbox.backlog() == {}  # stored, not yet in the inbox view
+    assert client.get("/v1/receipts/q-1", headers=auth()).json()["state"] == "queued"  # its own events say so
+    stop = receipt("q-stop", "May I run this tool?", kind="authorization_request")
+    client.post("/v1/receipts", json=stop, headers=auth())
+    assert system.learning.inbox.backlog() == {"ignored": 1, "queued": 2}  # waited for: q-1 and q-2 came along
+    assert rid < system.learning.ledger.store.recorder.max_notification_id()
+    client.post("/v1/receipts", json=receipt("q-3", "I like dates."), headers=auth())
+    assert system.learning.work() == 2  # q-1 and q-2; q-3 came after capture stopped in this chat
+    assert sorted(c["text"] for c in candidates(client)) == ["I like figs", "I like kiwis"]
+
+
 def test_a_batch_across_chats_ignores_only_the_stopped_chats_messages(make) -> None:
     """The chats where capture stopped are looked up once for a whole batch; each message is judged by
     its own chat, whatever its place in the batch, and another person's stop is not this person's."""
@@ -500,6 +520,7 @@ def test_the_queue_takes_turns_across_people_and_companies(make) -> None:
     assert client.post("/v1/receipts", json=receipt("b-1", "I prefer tea."), headers=auth(user="bob")).status_code == 202
     assert client.post("/v1/receipts", json=receipt("c-1", "I prefer coffee."),
                        headers=auth(company="beta", user="carol")).status_code == 202
+    system.ledger.caught_up()  # receipts are eventually visible: a worker's turn begins with this
     inbox = system.learning.inbox
     now = datetime.now(UTC)
     first = inbox.claim(now, now + timedelta(minutes=5), 3)

@@ -204,6 +204,9 @@ class FakeSettler:
             for model in self.read_models:
                 model.apply(recording.domain_event)
 
+    def settle_stored(self) -> None:
+        """Nothing saved here waits for later: these worlds save no receipts."""
+
 
 class FakeQueries:
     """Only what the commands of `MemoryService` read from the views: the sweeper's due work."""
