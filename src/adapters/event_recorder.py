@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import retry
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
+
+from engram.domain.errors import MemoryForgotten
 
 from .group_commit import GroupCommit
-from .new_keys import NewKey, created, creation
+from .new_keys import NewKey
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class EventRecorder(PostgresApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.group_commit: GroupCommit[_Write, Sequence[int]] = GroupCommit(self._insert_together, self._insert_one)
+        self._lock_message: bytes | None = None
+        self._composed: tuple[Composed, Composed] | None = None
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """`keys` (NewKey): data keys of aggregates created by these events, stored in their transaction.
@@ -124,12 +128,50 @@ class EventRecorder(PostgresApplicationRecorder):
                 for r in rows]
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        """The new data keys' rows, eventsourcing's lock timeout, table lock and NOTIFY, sent as one
-        message (one round trip, not four; no parameters, so the simple protocol carries them all), then
-        its INSERT."""
-        keys = kwargs.pop("keys", ())
-        curs.execute(SQL("; ").join([*([creation(keys, replace=True)] if keys else []), *self.lock_table_statements,
-                                     SQL("NOTIFY {0}").format(Identifier(self.channel_name))]))
+        """eventsourcing's lock timeout, table lock and NOTIFY, sent as one message (one round trip, not
+        three; no parameters, so the simple protocol carries them all, the same bytes every time), then one
+        statement inserting the new data keys' rows and the events, from arrays of plain values (a composite
+        a row cost twice the client's CPU to send). When a key is not written (its id was forgotten) no event
+        is, and `_fetch_ids_after_insert_events` raises."""
+        keys: Sequence[NewKey] = kwargs.pop("keys", ())
+        if self._lock_message is None:
+            self._lock_message = SQL("; ").join([*self.lock_table_statements, SQL("NOTIFY {0}").format(
+                Identifier(self.channel_name))]).as_bytes(curs)
+        curs.execute(self._lock_message)
+        events = ([e.originator_id for e in stored_events], [e.originator_version for e in stored_events],
+                  [e.topic for e in stored_events], [e.state for e in stored_events])
+        alone, with_keys = self._statements()
         if keys:
-            created(keys, curs.fetchall())  # the first result: the key rows written
-        PostgresAggregateRecorder._insert_stored_events(self, curs, stored_events, **kwargs)
+            curs.execute(with_keys, ([k.key_id for k in keys], [k.company for k in keys], [k.wrapped for k in keys],
+                                     [k.master_id for k in keys], *events, len(keys)), prepare=True)
+        else:
+            curs.execute(alone, events, prepare=True)
+
+    def _fetch_ids_after_insert_events(self, curs: Any, stored_events: Sequence[StoredEvent],
+                                       **kwargs: Any) -> Sequence[int] | None:
+        ids = [r["notification_id"] for r in curs.fetchall()]
+        if len(ids) != len(stored_events):  # a new key's id was forgotten: nothing about it may be saved
+            raise MemoryForgotten("this memory was forgotten; nothing more can change it")
+        return ids
+
+    def _statements(self) -> tuple[Composed, Composed]:
+        """The events' INSERT from four arrays, alone and after the new keys' rows. The keys follow
+        `new_keys.creation`'s rule: a destroyed key is never created again, and a row already there is
+        replaced (only a key without events can be; the events' insert at version 1 fails whenever the id
+        has events). With keys, the events are inserted only when every key was written."""
+        if self._composed is None:
+            def events(where: str) -> Composed:
+                return SQL("INSERT INTO {}.{} AS t (originator_id, originator_version, topic, state) "
+                           "SELECT * FROM unnest(%s::{}[], %s::bigint[], %s::text[], %s::bytea[]) "
+                           + where + "RETURNING notification_id").format(
+                    Identifier(self.datastore.schema), Identifier(self.events_table_name),
+                    SQL(self.datastore.originator_id_type))
+            self._composed = (events(""), SQL(
+                "WITH k AS (INSERT INTO engram_data_keys (key_id, company, wrapped, master_id) "
+                "SELECT n.key_id, n.company, n.wrapped, n.master_id "
+                "FROM unnest(%s::uuid[], %s::text[], %s::bytea[], %s::text[]) AS n(key_id, company, wrapped, master_id) "
+                "WHERE NOT EXISTS (SELECT 1 FROM engram_destroyed_keys d WHERE d.key_id = n.key_id) "
+                "ON CONFLICT (key_id) DO UPDATE SET company = EXCLUDED.company, wrapped = EXCLUDED.wrapped, "
+                "master_id = EXCLUDED.master_id, created_at = now() RETURNING key_id) ") + events(
+                "WHERE (SELECT count(*) FROM k) = %s "))
+        return self._composed
