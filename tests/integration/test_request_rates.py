@@ -55,8 +55,10 @@ def test_the_company_rate_counts_only_what_the_peoples_let_through(client) -> No
     people = [auth(user=f"p{i}") for i in range(6)]
     burst = [client.get("/v1/settings", headers=person).status_code for person in people for _ in range(4)]
     assert burst.count(200) <= 24 and 429 not in burst[:20], burst  # 24 in all: the company's burst
-    again = client.get("/v1/settings", headers=auth(user="p6"))
-    assert again.status_code == 429 and "ENGRAM_RATE_COMPANY" in again.json()["detail"]
+    # the bucket refills a token every 1/12 s: a slow machine's burst may have earned one or two back
+    again = [client.get("/v1/settings", headers=auth(user=f"p{6 + i % 4}")) for i in range(8)]
+    refused = [r for r in again if r.status_code == 429]
+    assert refused and "ENGRAM_RATE_COMPANY" in refused[0].json()["detail"], [r.status_code for r in again]
     assert client.get("/v1/settings", headers=auth(company="beta")).status_code == 200
 
 
