@@ -92,3 +92,45 @@ def test_serve_keeps_data_across_restarts(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert not postgres_running(data / "pg")
+
+
+@pytest.mark.e2e
+def test_receipts_answered_before_the_views_survive_a_kill_and_are_learned_after_it(tmp_path: Path) -> None:
+    """A receipt answers after its commit, before the views apply it (ADR 0063). Killed outright right after
+    the answers, the server has left every acknowledged receipt in the events: after a restart the views
+    catch up, the worker learns from each one, and each says `done` with its candidate."""
+    data = tmp_path / "engram-data"
+    server = Server(data)
+    token = _run(["token", "--company", "acme", "--user", "alice"], data).strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    foods = ["figs", "kiwis", "dates", "plums", "pears", "limes", "grapes", "melons", "mangoes", "apricots"]
+    sent = []
+    try:
+        for batch in range(3):
+            messages = [{"receipt_id": f"r-{batch}-{i}", "author": "user", "text": f"I prefer {food} for breakfast.",
+                         "source": {"kind": "chat", "id": f"chat-{batch}", "message_id": f"m-{batch}-{i}"}}
+                        for i, food in enumerate(foods)]
+            r = httpx.post(server.url + "/v1/receipts", headers=headers, json={"messages": messages})
+            assert r.status_code == 202 and {i["state"] for i in r.json()["items"]} == {"queued"}, r.text
+            sent += [m["receipt_id"] for m in messages]
+    finally:
+        server.proc.kill()  # no shutdown: nothing flushed, the background catch-up cut wherever it was
+        server.proc.wait(timeout=30)
+
+    server = Server(data)  # (the embedded PostgreSQL outlived the kill; this start takes it over)
+    try:
+        deadline = time.monotonic() + 60
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            states = {rid: httpx.get(f"{server.url}/v1/receipts/{rid}", headers=headers).json()["state"] for rid in sent}
+            if set(states.values()) == {"done"}:
+                break
+            time.sleep(0.5)
+        assert set(states.values()) == {"done"}, states
+        candidates = httpx.get(server.url + "/v1/candidates?limit=100", headers=headers).json()["items"]
+        assert len(candidates) == len(foods)  # the same preference in three chats is one candidate each
+        assert {c["text"] for c in candidates} == {f"I prefer {food} for breakfast" for food in foods}
+        status = _run(["projections", "status"], data)
+        assert "lag 0" in status, status
+    finally:
+        server.stop()
