@@ -72,8 +72,8 @@ class PartitionSettle:
             self._unwatch(key)
 
     def settle_stored(self) -> None:
-        """Nothing to wait for: the readers of what was saved without waiting (the learning worker's claim)
-        are eventual in distributed mode, where the workers apply it (ADR 0063)."""
+        """Nothing to wait for: in distributed mode every write, receipts too, waited for the workers
+        before it answered (`Ledger.create` keeps the wait here, ADR 0063)."""
 
     async def visible(self, recordings: Sequence[Any], timeout: float) -> bool:
         """Wait on the running event loop, holding no thread; False when not visible within `timeout`."""

@@ -129,8 +129,10 @@ class Ledger:
         """Save new aggregates, each with a new data key of `company` stored in the same transaction
         as its first events (which it seals): one commit, and no key left behind by a save that failed.
         An id that was forgotten gets no key and nothing is saved (MemoryForgotten); a lost race is a 409.
-        `visible=False`: return after the commit, the views applying the events in the background
-        (receipts, which API.md makes eventually visible; ADR 0063)."""
+        `visible=False`: return after the commit, the in-process views applying the events in the
+        background (receipts, which API.md makes eventually visible; ADR 0063). In distributed mode the
+        write still waits for the workers: readers there (an account forget's) have nothing to catch up
+        with."""
         return self._save(aggregates, keys=[self.keys.new(a.id, company) for a in aggregates], visible=visible)
 
     def caught_up(self) -> None:
@@ -148,8 +150,8 @@ class Ledger:
         if shreds and self.tombstones is not None:
             self.tombstones.committed(shreds)
         pending = collector()
-        if not visible:
-            pass  # the views' background loop applies them (woken by the insert's NOTIFY, or its poll)
+        if not visible and not self.settler.defers:
+            pass  # the in-process views' background loop applies them (woken by the insert's NOTIFY, or its poll)
         elif pending is not None and self.settler.defers:
             pending.add(recordings)  # the HTTP layer waits for visibility without holding this thread
         else:

@@ -14,6 +14,7 @@ from engram.adapters.kafka import EVENTS_TOPIC
 from engram.adapters.kafka_relay import Relay
 from engram.adapters.kafka_worker import ProjectorWorker
 from engram.api.bootstrap import Engram
+from engram.domain.receipt import receipt_uuid
 from engram.domain.scope import Caller
 
 from tests.support.broker import Background, TansuBroker, tansu_binary, topic_bytes
@@ -121,6 +122,21 @@ def test_flow_through_the_broker_with_read_your_writes(system) -> None:
         assert system.recall.recall(ALICE, query="train", as_of=None, max_bytes=17500, limit=5).items == []
         forget_id = system.memories.forget(ALICE, m.id).forget_id  # repeated: the same request
         assert system.memories.forget_status(ALICE, forget_id)["status"] == "purge_complete"
+    finally:
+        relay.stop()
+        worker.stop()
+    assert relay.error is None and worker.error is None
+
+
+def test_a_receipt_waits_for_the_workers_in_distributed_mode(system) -> None:
+    """In-process, a receipt answers after its commit (ADR 0063); here an account forget reads the inbox the
+    workers fill, with nothing that could catch it up, so a receipt answers once the workers applied it."""
+    relay, worker = Background(relay_for(system).run), started_worker(system)
+    try:
+        state = system.learning.receive(ALICE, receipt_id="r-1", author="user", kind="message", text="I prefer tea.",
+                                        occurred_at=None, source=SOURCE, visibility="general", team=None)
+        assert state.state == "queued"
+        assert system.learning.inbox.get(receipt_uuid("acme", "alice", "r-1")) is not None
     finally:
         relay.stop()
         worker.stop()

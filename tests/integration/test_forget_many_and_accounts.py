@@ -279,6 +279,23 @@ def test_an_account_forget_waits_for_a_learning_worker_still_holding_a_receipt(e
     assert done["finished_at"] and done["status"] == "purge_complete" and done["receipts_cleared"] == 1
 
 
+def test_an_account_forget_finds_a_receipt_the_views_have_not_applied_yet(engram, client) -> None:
+    """A receipt answers before the views apply it (ADR 0063). With both pauses already on, the forget's
+    pause saves nothing and so waits for nothing: the forget itself first brings the views up to every
+    receipt stored, and clears this one rather than finishing without it."""
+    assert client.put("/v1/settings", json={"learning_paused": True, "use_paused": True}, headers=ALICE).status_code == 200
+    receipt = {"receipt_id": "r-late", "author": "user", "text": "I prefer tea.",
+               "source": {"kind": "chat", "id": "chat-9", "message_id": "m-9"}}
+    r = client.post("/v1/receipts", json=receipt, headers=ALICE)
+    assert r.json() == {"receipt_id": "r-late", "state": "ignored", "reason": "learning_paused"}  # its source sealed
+    assert engram.learning.inbox.get(receipt_uuid("acme", "alice", "r-late")) is None  # not in the views yet
+    first = client.post("/v1/me/forget", headers=ALICE).json()
+    engram.forgetting.continue_account_forgets()
+    done = status(client, first["forget_id"])
+    assert done["finished_at"] and done["status"] == "purge_complete" and done["receipts_cleared"] == 1, done
+    assert engram.ledger.get(receipt_uuid("acme", "alice", "r-late"), Receipt).cleared
+
+
 def test_an_account_with_nothing_is_purge_complete_at_once(client) -> None:
     carol = auth(user="carol")
     r = client.post("/v1/me/forget", headers=carol)
