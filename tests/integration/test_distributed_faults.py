@@ -195,6 +195,8 @@ def test_a_stalled_projection_answers_202_within_the_timeout_and_reads_stay_fast
             before = remember(c)
             assert before.status == 201 and "visible" not in before.body  # projectors running: visible
             worker.stop()  # the projection stalls; the relay still publishes
+            worker.thread.join(timeout=30)  # stopped, not stopping: a poll still running would apply a first write
+            assert not worker.thread.is_alive()
 
             with ThreadPoolExecutor(max_workers=60) as pool:
                 def write() -> Answer:
