@@ -15,7 +15,7 @@ from psycopg.sql import SQL, Composed, Identifier
 from engram.domain.errors import MemoryForgotten
 
 from .group_commit import GroupCommit
-from .new_keys import NewKey
+from .new_keys import ARRAYS, NewKey, as_arrays, key_rows
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,10 @@ class EventRecorder(PostgresApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.group_commit: GroupCommit[_Write, Sequence[int]] = GroupCommit(self._insert_together, self._insert_one)
-        self._lock_message: bytes | None = None
-        self._composed: tuple[Composed, Composed] | None = None
+        # eventsourcing's lock timeout, table lock and NOTIFY: one message, the same bytes every time
+        self._lock_message = SQL("; ").join([*self.lock_table_statements, SQL("NOTIFY {0}").format(
+            Identifier(self.channel_name))]).as_bytes(None)
+        self._insert_alone, self._insert_with_keys = self._statements()
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """`keys` (NewKey): data keys of aggregates created by these events, stored in their transaction.
@@ -128,24 +130,18 @@ class EventRecorder(PostgresApplicationRecorder):
                 for r in rows]
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        """eventsourcing's lock timeout, table lock and NOTIFY, sent as one message (one round trip, not
-        three; no parameters, so the simple protocol carries them all, the same bytes every time), then one
-        statement inserting the new data keys' rows and the events, from arrays of plain values (a composite
-        a row cost twice the client's CPU to send). When a key is not written (its id was forgotten) no event
-        is, and `_fetch_ids_after_insert_events` raises."""
+        """The lock message (one round trip, not three; no parameters, so the simple protocol carries it
+        all), then one statement inserting the new data keys' rows and the events, from arrays of plain
+        values (a composite a row cost twice the client's CPU to send). When a key is not written (its id
+        was forgotten) no event is, and `_fetch_ids_after_insert_events` raises."""
         keys: Sequence[NewKey] = kwargs.pop("keys", ())
-        if self._lock_message is None:
-            self._lock_message = SQL("; ").join([*self.lock_table_statements, SQL("NOTIFY {0}").format(
-                Identifier(self.channel_name))]).as_bytes(curs)
         curs.execute(self._lock_message)
         events = ([e.originator_id for e in stored_events], [e.originator_version for e in stored_events],
                   [e.topic for e in stored_events], [e.state for e in stored_events])
-        alone, with_keys = self._statements()
         if keys:
-            curs.execute(with_keys, ([k.key_id for k in keys], [k.company for k in keys], [k.wrapped for k in keys],
-                                     [k.master_id for k in keys], *events, len(keys)), prepare=True)
+            curs.execute(self._insert_with_keys, (*as_arrays(keys), *events, len(keys)), prepare=True)
         else:
-            curs.execute(alone, events, prepare=True)
+            curs.execute(self._insert_alone, events, prepare=True)
 
     def _fetch_ids_after_insert_events(self, curs: Any, stored_events: Sequence[StoredEvent],
                                        **kwargs: Any) -> Sequence[int] | None:
@@ -155,23 +151,14 @@ class EventRecorder(PostgresApplicationRecorder):
         return ids
 
     def _statements(self) -> tuple[Composed, Composed]:
-        """The events' INSERT from four arrays, alone and after the new keys' rows. The keys follow
-        `new_keys.creation`'s rule: a destroyed key is never created again, and a row already there is
-        replaced (only a key without events can be; the events' insert at version 1 fails whenever the id
-        has events). With keys, the events are inserted only when every key was written."""
-        if self._composed is None:
-            def events(where: str) -> Composed:
-                return SQL("INSERT INTO {}.{} AS t (originator_id, originator_version, topic, state) "
-                           "SELECT * FROM unnest(%s::{}[], %s::bigint[], %s::text[], %s::bytea[]) "
-                           + where + "RETURNING notification_id").format(
-                    Identifier(self.datastore.schema), Identifier(self.events_table_name),
-                    SQL(self.datastore.originator_id_type))
-            self._composed = (events(""), SQL(
-                "WITH k AS (INSERT INTO engram_data_keys (key_id, company, wrapped, master_id) "
-                "SELECT n.key_id, n.company, n.wrapped, n.master_id "
-                "FROM unnest(%s::uuid[], %s::text[], %s::bytea[], %s::text[]) AS n(key_id, company, wrapped, master_id) "
-                "WHERE NOT EXISTS (SELECT 1 FROM engram_destroyed_keys d WHERE d.key_id = n.key_id) "
-                "ON CONFLICT (key_id) DO UPDATE SET company = EXCLUDED.company, wrapped = EXCLUDED.wrapped, "
-                "master_id = EXCLUDED.master_id, created_at = now() RETURNING key_id) ") + events(
-                "WHERE (SELECT count(*) FROM k) = %s "))
-        return self._composed
+        """The events' INSERT from four arrays, alone and after the new keys' rows (`key_rows`, replacing);
+        with keys, the events are inserted only when every key was written."""
+        def events(where: str) -> Composed:
+            return SQL("INSERT INTO {}.{} AS t (originator_id, originator_version, topic, state) "
+                       "SELECT * FROM unnest(%s::{}[], %s::bigint[], %s::text[], %s::bytea[]) "
+                       + where + "RETURNING notification_id").format(
+                Identifier(self.datastore.schema), Identifier(self.events_table_name),
+                SQL(self.datastore.originator_id_type))
+        with_keys = SQL("WITH written AS ({}) ").format(key_rows(ARRAYS, replace=True)) + events(
+            "WHERE (SELECT count(*) FROM written) = %s ")
+        return events(""), with_keys

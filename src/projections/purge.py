@@ -52,12 +52,12 @@ class BackupCopies(Protocol):
     def settled(self) -> list[dict[str, Any]]: ...
 
 
-
 def _settle_backups(curs: Cursor[Any], forget_id: str, evidence: str, purged_at: Any) -> None:
     """A forget's `backups` copy recorded purged; the first answer stands (ADR 0060)."""
     curs.execute("INSERT INTO engram_purge_copies (forget_id, copy, state, evidence, purged_at) "
                  "VALUES (%s, %s, 'purged', %s, %s) ON CONFLICT (forget_id, copy) DO NOTHING",
                  (forget_id, BACKUPS, evidence, purged_at))
+
 
 class PurgeTracker:
     def __init__(self, datastore: Any, copies: tuple[str, ...] = ALWAYS, backups: BackupCopies | None = None) -> None:

@@ -25,8 +25,8 @@ class Settler(Protocol):
     def settle_recordings(self, recordings: Sequence[Any]) -> object: ...
 
     def settle_stored(self) -> object:
-        """Every event stored so far is visible to the views this process waits for (in-process
-        projectors); distributed mode's workers are not waited for (their readers are eventual)."""
+        """Every event stored so far is visible to the in-process views; nothing to do in distributed
+        mode, where every write waited for the workers before it answered (ADR 0063)."""
         ...
 
 
